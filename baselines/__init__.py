@@ -1,0 +1,1 @@
+"""Baseline methods, each faithful to its own paper (see baselines/README.md)."""

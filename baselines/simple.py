@@ -1,0 +1,39 @@
+"""IO, CoT and CoT-SC: the single-agent baselines of DenoiseFlow Table 1."""
+from __future__ import annotations
+
+from harness.context import ProblemContext
+from harness.types import Problem, Solution
+
+from baselines.prompting import task_messages
+from baselines.voting import majority_vote, select_code
+
+
+async def io(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
+    """Direct input → output: one greedy call, no reasoning instruction."""
+    messages = task_messages(ctx, template, system)
+    out = (await ctx.generate(messages, stage="answer"))[0]
+    return Solution(out.text, trace={"messages": messages, "finish_reason": out.finish_reason})
+
+
+async def cot(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
+    """Chain-of-thought (Wei et al., 2022), zero-shot: reason step by step, then answer."""
+    messages = task_messages(ctx, template, system)
+    out = (await ctx.generate(messages, stage="reason"))[0]
+    return Solution(out.text, trace={"messages": messages, "finish_reason": out.finish_reason})
+
+
+async def cot_sc(problem: Problem, ctx: ProblemContext, *, template: str, k: int = 5, temperature: float = 0.7,
+                 system: str | None = None) -> Solution:
+    """Self-consistency (Wang et al., 2022): k sampled chains, majority vote over extracted answers.
+
+    Code has no extractable 'answer' to vote on: candidates are ranked by public tests passed, then
+    by how many samples produced the same program (see :func:`baselines.voting.select_code`).
+    The confidence is the winning answer's vote share.
+    """
+    messages = task_messages(ctx, template, system)
+    outs = await ctx.generate(messages, stage="sample", n=k, temperature=temperature)
+    texts = [o.text for o in outs]
+    vote = await select_code(ctx, texts) if ctx.benchmark.domain == "code" else majority_vote(ctx, texts)
+    return Solution(texts[vote.index], confidence=vote.share,
+                    trace={"messages": messages, "samples": texts, "keys": [str(x)[:200] for x in vote.keys],
+                           "counts": vote.counts, "chosen": vote.index, "rule": vote.rule})

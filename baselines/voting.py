@@ -1,0 +1,48 @@
+"""Choosing one answer among candidates: majority over extracted answers, or public tests for code."""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from harness.context import ProblemContext
+
+
+@dataclass
+class Vote:
+    index: int                 # the chosen candidate
+    share: float               # fraction of candidates agreeing with it (a confidence)
+    keys: list[Any]            # each candidate's answer key (None = no answer extracted)
+    counts: dict[str, int]
+    rule: str
+
+
+def majority_vote(ctx: ProblemContext, texts: list[str]) -> Vote:
+    """Most frequent answer key; ties go to the key seen first; unextractable answers never win
+    unless every candidate is unextractable."""
+    bench, problem = ctx.benchmark, ctx.problem
+    keys = [bench.answer_key(bench.extract(t, problem)[0]) for t in texts]
+    counts = Counter(k for k in keys if k is not None)
+    if not counts:
+        return Vote(0, 0.0, keys, {}, "no-extractable-answer")
+    best = max(counts.values())
+    winner = next(k for k in keys if k is not None and counts[k] == best)
+    return Vote(keys.index(winner), best / len(texts), keys, {str(k)[:80]: v for k, v in counts.items()},
+                "majority")
+
+
+async def select_code(ctx: ProblemContext, texts: list[str]) -> Vote:
+    """Code candidates cannot be voted on by string: rank by the number of *public* tests passed,
+    then by how many candidates are the same program (AST-equal), then by sample order."""
+    bench, problem = ctx.benchmark, ctx.problem
+    keys = [bench.answer_key(bench.extract(t, problem)[0]) for t in texts]
+    counts = Counter(k for k in keys if k is not None)
+    passed: list[int] = []
+    for t in texts:
+        res = await bench.run_public_tests(t, problem)
+        passed.append(-1 if res is None else int(res["passed"]))
+    order = sorted(range(len(texts)), key=lambda i: (-passed[i], -counts.get(keys[i], 0), i))
+    best = order[0]
+    agree = sum(1 for i in range(len(texts)) if passed[i] == passed[best] and keys[i] == keys[best])
+    rule = "public-tests" if max(passed) >= 0 else "program-majority"
+    return Vote(best, agree / len(texts), keys, {"public_tests_passed": passed}, rule)  # type: ignore[dict-item]

@@ -1,0 +1,54 @@
+"""Locating and reading benchmark data files from the configurable data directory."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+DATA_ENV = "AGENTIC_REPRO_DATA"
+
+
+class DataMissingError(FileNotFoundError):
+    """A benchmark file is not in the data directory."""
+
+
+def data_dir(override: str | Path | None = None) -> Path:
+    """``override`` > $AGENTIC_REPRO_DATA > ``data/`` (relative to the working directory)."""
+    return Path(override or os.environ.get(DATA_ENV) or "data").expanduser().resolve()
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        raise DataMissingError(
+            f"benchmark data file {path} is missing: run `make data` (copies it from ../shared/datasets "
+            f"or downloads it), or point ${DATA_ENV} at a folder that has it")
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for line_no, line in enumerate(fh, 1):
+            if line.strip():
+                try:
+                    rows.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{line_no}: not valid JSON ({exc}); re-run `make data`") from exc
+    return rows
+
+
+def select(rows: list[Any], *, limit: int | None, sample: int | None, sample_seed: int) -> list[int]:
+    """Indices of the rows to run: a seeded random ``sample`` (kept in file order), then ``limit``."""
+    idx = list(range(len(rows)))
+    if sample is not None and sample < len(idx):
+        idx = sorted(random.Random(sample_seed).sample(idx, sample))
+    if limit is not None:
+        idx = idx[: int(limit)]
+    return idx

@@ -1,0 +1,75 @@
+"""HotpotQA and DROP: a short answer is extracted, then token F1 against the references.
+
+The extraction step matters: scoring verbose output with F1 is how AFlow's
+QA numbers collapsed (AFlow #27). Raw-output F1 is kept in the details so the
+effect of extraction stays visible.
+"""
+from __future__ import annotations
+
+import ast
+from typing import Any, Hashable
+
+from evaluators import extract as ex
+from evaluators.base import Benchmark
+from evaluators.text_f1 import drop_f1_aflow, drop_f1_official, max_f1, normalize_answer
+from harness.types import Problem, Score
+
+
+class QABenchmark(Benchmark):
+    domain = "qa"
+
+    def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
+        return ex.extract_short_answer(text or "")
+
+    def answer_key(self, extracted: Any) -> Hashable | None:
+        if extracted is None:
+            return None
+        key = normalize_answer(str(extracted))
+        return key or None
+
+
+class HotpotQA(QABenchmark):
+    def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
+        context = row.get("context") or []
+        if isinstance(context, str):
+            context = ast.literal_eval(context)
+        # DenoiseFlow A.1: concatenate all sentences of all paragraphs (distractor setting)
+        paragraphs = [f"{title}: {''.join(sents)}" for title, sents in context]
+        pid = str(row.get("_id") or f"hotpotqa-{row_index}")
+        fields = {"question": row["question"], "context": "\n".join(paragraphs), "type": row.get("type")}
+        return Problem(id=pid, index=row_index, fields=fields, gold=str(row["answer"]), benchmark=self.name)
+
+    def render(self, problem: Problem) -> str:
+        ctx = problem.fields["context"]
+        return (f"Context:\n{ctx}\n\n" if ctx else "") + f"Question: {problem.fields['question']}"
+
+    async def score(self, text: str, problem: Problem) -> Score:
+        pred, rule = self.extract(text, problem)
+        f1 = max_f1(pred or "", [problem.gold])
+        return Score(f1, pred, {"rule": rule, "f1_raw_output": max_f1(text or "", [problem.gold]),
+                                "gold": problem.gold})
+
+
+class DROP(QABenchmark):
+    def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
+        passage = row["context"].rstrip()
+        if passage.endswith("Answer:"):
+            passage = passage[: -len("Answer:")].rstrip()
+        return Problem(id=str(row.get("id") or f"drop-{row_index}"), index=row_index, fields={"passage": passage},
+                       gold=str(row["ref_text"]), benchmark=self.name)
+
+    def render(self, problem: Problem) -> str:
+        return problem.fields["passage"]
+
+    async def score(self, text: str, problem: Problem) -> Score:
+        pred, rule = self.extract(text, problem)
+        mode = self.cfg.get("f1_mode", "aflow")
+        golds = problem.gold.split("|")
+        if mode == "aflow":
+            f1 = drop_f1_aflow(pred or "", problem.gold)
+        elif mode == "official":
+            f1 = drop_f1_official(pred or "", golds)
+        else:
+            raise ValueError(f"benchmark.f1_mode={mode!r}: choose 'aflow' (DenoiseFlow A.4) or 'official'")
+        return Score(f1, pred, {"rule": rule, "f1_mode": mode, "gold": problem.gold,
+                                "f1_raw_output": drop_f1_aflow(text or "", problem.gold)})

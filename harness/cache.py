@@ -1,0 +1,82 @@
+"""Persistent response cache (SQLite).
+
+The key covers everything that can change a completion: the backbone identity
+(model + endpoint kind + model file hash), the messages, every sampling
+parameter, the request seed and the sample index. Sampled requests are
+therefore never collapsed into one entry (the inspect_ai #2580 bug): five
+Monte-Carlo draws at T=0.7 are five keys. Concurrency, retry and timeout knobs
+are deliberately *not* in the key.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+CacheMode = Literal["read-write", "read-only", "off"]
+MODES: tuple[str, ...] = ("read-write", "read-only", "off")
+
+
+def cache_key(backbone_id: str, messages: list[dict[str, str]], params: dict[str, Any],
+              sample_index: int) -> str:
+    payload = {
+        "backbone": backbone_id,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "params": {k: params[k] for k in sorted(params) if params[k] is not None},
+        "sample_index": sample_index,
+    }
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+class ResponseCache:
+    """A small thread-safe SQLite key → JSON store. One connection, WAL mode."""
+
+    def __init__(self, path: str | Path, mode: CacheMode = "read-write") -> None:
+        if mode not in MODES:
+            raise ValueError(f"cache.mode={mode!r} is not one of {MODES}; fix it in the run config")
+        self.mode = mode
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        if mode != "off":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+                " created REAL NOT NULL)")
+            self._db.commit()
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        if self._db is None:
+            return None
+        with self._lock:
+            row = self._db.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        if self._db is None or self.mode == "read-only":
+            return
+        blob = json.dumps(value, ensure_ascii=False)
+        with self._lock:
+            self._db.execute("INSERT OR REPLACE INTO responses(key, value, created) VALUES (?,?,?)",
+                             (key, blob, time.time()))
+            self._db.commit()
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return 0
+        with self._lock:
+            return int(self._db.execute("SELECT COUNT(*) FROM responses").fetchone()[0])
+
+    def close(self) -> None:
+        if self._db is not None:
+            with self._lock:
+                self._db.close()
+            self._db = None

@@ -1,0 +1,57 @@
+"""Calibration of a method's confidences against its scores: ECE, Brier, AUROC, diagram."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def calibration_metrics(confidences: list[float], correct: list[float], bins: int = 10) -> dict[str, Any]:
+    """Equal-width-bin ECE, Brier score and AUROC (ties count half); ``correct`` in {0, 1}."""
+    n = len(confidences)
+    if n == 0:
+        return {}
+    brier = sum((c - y) ** 2 for c, y in zip(confidences, correct)) / n
+    table = []
+    ece = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        members = [i for i, c in enumerate(confidences) if (lo <= c < hi) or (b == bins - 1 and c == 1.0)]
+        if not members:
+            continue
+        conf = sum(confidences[i] for i in members) / len(members)
+        acc = sum(correct[i] for i in members) / len(members)
+        ece += len(members) / n * abs(conf - acc)
+        table.append({"lo": lo, "hi": hi, "n": len(members), "confidence": conf, "accuracy": acc})
+    pos = [c for c, y in zip(confidences, correct) if y >= 0.5]
+    neg = [c for c, y in zip(confidences, correct) if y < 0.5]
+    auroc = None
+    if pos and neg:
+        wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
+        auroc = wins / (len(pos) * len(neg))
+    return {"n": n, "ece": ece, "brier": brier, "auroc": auroc, "bins": table}
+
+
+def reliability_diagram(metrics: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(4.5, 4.5))
+    ax.plot([0, 1], [0, 1], linestyle="--", color="grey", label="perfect calibration")
+    bins = metrics.get("bins", [])
+    ax.bar([b["lo"] for b in bins], [b["accuracy"] for b in bins], width=[b["hi"] - b["lo"] for b in bins],
+           align="edge", edgecolor="black", alpha=0.7, label="accuracy per bin")
+    for b in bins:
+        ax.text(b["lo"] + (b["hi"] - b["lo"]) / 2, 0.02, str(b["n"]), ha="center", fontsize=7)
+    auroc = metrics.get("auroc")
+    ax.set_title(f"{title}\nECE={metrics['ece']:.3f}  Brier={metrics['brier']:.3f}  "
+                 f"AUROC={'n/a' if auroc is None else f'{auroc:.3f}'}", fontsize=9)
+    ax.set_xlabel("confidence")
+    ax.set_ylabel("accuracy")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(loc="upper left", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,105 @@
+"""Per-call cost ledger.
+
+Every backbone call is one :class:`CallRecord`, attributed to (run, problem,
+method, stage) at the moment it is made. Per-problem cost is the sum of that
+problem's records, never the difference of a running total (AFlow's and
+MaAS's bug under concurrency).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Price:
+    """USD per one million tokens; ``None`` for an unknown price is not allowed."""
+
+    input_per_1m: float
+    output_per_1m: float
+
+    @classmethod
+    def from_config(cls, cfg: Any, backbone_name: str) -> "Price":
+        if cfg is None:
+            raise ValueError(
+                f"backbone '{backbone_name}' has no price: set `price: 0` in "
+                f"configs/backbone/{backbone_name}.yaml for a free model, or "
+                "`price: {input_per_1m: X, output_per_1m: Y}` (USD per 1M tokens)")
+        if isinstance(cfg, (int, float)):
+            if cfg != 0:
+                raise ValueError(f"backbone '{backbone_name}': a scalar price must be 0; "
+                                 "give input_per_1m and output_per_1m otherwise")
+            return cls(0.0, 0.0)
+        try:
+            return cls(float(cfg["input_per_1m"]), float(cfg["output_per_1m"]))
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"backbone '{backbone_name}': price needs input_per_1m and "
+                             f"output_per_1m (got {cfg!r})") from exc
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_1m + completion_tokens * self.output_per_1m) / 1e6
+
+
+@dataclass
+class CallRecord:
+    run_id: str
+    problem_id: str
+    method: str
+    stage: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    cache_hit: bool
+    retries: int
+    cost_usd: float
+    flops: float | None
+    sample_index: int
+    seed: int | None
+    temperature: float | None
+    time: float = field(default_factory=time.time)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class CallSummary:
+    """Totals over a set of records; ``billed_usd`` excludes cache hits."""
+
+    calls: int = 0
+    backbone_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    billed_usd: float = 0.0
+    latency_s: float = 0.0
+    by_stage: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, records: list[CallRecord] | list[dict[str, Any]]) -> "CallSummary":
+        s = cls()
+        for r in records:
+            d = r if isinstance(r, dict) else r.to_dict()
+            s.calls += 1
+            s.backbone_calls += 0 if d["cache_hit"] else 1
+            s.prompt_tokens += d["prompt_tokens"]
+            s.completion_tokens += d["completion_tokens"]
+            s.cost_usd += d["cost_usd"]
+            s.billed_usd += 0.0 if d["cache_hit"] else d["cost_usd"]
+            s.latency_s += d["latency_s"]
+            st = s.by_stage.setdefault(d["stage"], {"calls": 0, "tokens": 0, "cost_usd": 0.0})
+            st["calls"] += 1
+            st["tokens"] += d["prompt_tokens"] + d["completion_tokens"]
+            st["cost_usd"] += d["cost_usd"]
+        return s
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def flops_estimate(params: float | None, tokens: int) -> float | None:
+    """Forward-pass FLOPs ≈ 2 × parameters × tokens, for models of known size."""
+    return None if not params else 2.0 * float(params) * tokens

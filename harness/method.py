@@ -1,0 +1,64 @@
+"""What the core knows about a method: an async ``solve(problem, ctx) -> Solution``.
+
+Methods are named in ``configs/method/*.yaml`` by ``solver: module:attr``. A
+function is called as ``fn(problem, ctx, **params)``; a class is built as
+``cls(**params)`` and must have ``async solve(problem, ctx)``.
+
+Methods that carry state across problems (e.g. online calibration) may set
+``window_size`` and implement ``end_window(outcomes)``, ``state_dict()`` and
+``load_state_dict(state)``: the runner then processes problems in fixed
+windows, in problem order, and hands each window's solutions back in id order,
+so the result does not depend on timing and a resumed run continues exactly.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+
+from harness.context import ProblemContext
+from harness.types import Problem, Solution
+
+
+@runtime_checkable
+class Method(Protocol):
+    name: str
+
+    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution: ...
+
+
+class FunctionMethod:
+    """Adapts ``async def fn(problem, ctx, **params)`` to :class:`Method`."""
+
+    def __init__(self, name: str, fn: Callable[..., Awaitable[Solution]], params: dict[str, Any]) -> None:
+        self.name, self._fn, self._params = name, fn, params
+
+    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution:
+        return await self._fn(problem, ctx, **self._params)
+
+
+def resolve(target: str) -> Any:
+    module_name, _, attr = target.partition(":")
+    if not attr:
+        raise ValueError(f"solver '{target}' must look like 'package.module:name'")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import method module '{module_name}' for solver '{target}': {exc}") from exc
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise ValueError(f"module '{module_name}' has no '{attr}' (solver '{target}')") from exc
+
+
+def build_method(cfg: dict[str, Any]) -> Method:
+    target = resolve(cfg["solver"])
+    params = dict(cfg.get("params") or {})
+    if inspect.isclass(target):
+        method = target(**params)
+        if not getattr(method, "name", None):
+            method.name = cfg["name"]
+        return method
+    if inspect.iscoroutinefunction(target):
+        return FunctionMethod(cfg["name"], target, params)
+    raise TypeError(f"solver '{cfg['solver']}' is neither a class nor an async function")

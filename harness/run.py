@@ -1,0 +1,41 @@
+"""Hydra entry point: ``python -m harness.run method=cot benchmark=gsm8k backbone=local seed=42 limit=20``."""
+from __future__ import annotations
+
+import json
+import sys
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from harness.runner import run_spec, spec_from_config
+
+# Errors a user can fix from the message alone: print it without a traceback.
+USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, ValueError, KeyError, RuntimeError)
+
+
+def run_from_config(cfg: DictConfig) -> dict:
+    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+    spec = spec_from_config(container)
+    metrics = run_spec(spec)
+    line = {"run": str(spec.out_dir), "score_pct": round(metrics["score_pct"], 2), "n": metrics["n"],
+            "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
+            "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"]}
+    print(json.dumps(line))
+    return metrics
+
+
+@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    try:
+        metrics = run_from_config(cfg)
+    except KeyboardInterrupt:
+        print("interrupted: finished problems are saved; re-run the same command to resume", file=sys.stderr)
+        raise SystemExit(130)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(2)
+    return float(metrics["score"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,247 @@
+"""Run one (method, benchmark, backbone, seed): solve, score, append, summarise.
+
+Problems run concurrently up to ``runner.max_concurrent_problems``; each one's
+prediction and calls are appended as it completes. Finished ids are skipped on
+a re-run, so an interrupted run resumes where it stopped.
+"""
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import traceback
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.backbones import build_backbone
+from harness.cache import ResponseCache
+from harness.calibration import calibration_metrics, reliability_diagram
+from harness.context import Budgets, RunContext
+from harness.meta import run_metadata
+from harness.method import Method, build_method
+from harness.llm import LLMClient
+from harness.results import ResultWriter, RunPaths, compute_metrics, read_jsonl_tolerant
+from harness.types import Problem, Solution
+from evaluators.base import Benchmark, build_benchmark
+
+
+@dataclass
+class RunSpec:
+    """The resolved pieces of one run (built from the Hydra config by :func:`spec_from_config`)."""
+
+    experiment: str
+    seed: int
+    method_cfg: dict[str, Any]
+    benchmark_cfg: dict[str, Any]
+    backbone_cfg: dict[str, Any]
+    sampling: dict[str, Any]
+    cache_cfg: dict[str, Any]
+    runner_cfg: dict[str, Any]
+    results_root: Path
+    full_config: dict[str, Any]
+
+    @property
+    def out_dir(self) -> Path:
+        return (self.results_root / self.experiment / self.benchmark_cfg["name"] / self.method_cfg["name"]
+                / self.backbone_cfg["name"] / f"seed={self.seed}")
+
+
+def spec_from_config(cfg: dict[str, Any]) -> RunSpec:
+    bench = dict(cfg["benchmark"])
+    for key in ("limit", "sample"):
+        if cfg.get(key) is not None:
+            bench[key] = cfg[key]
+    return RunSpec(experiment=str(cfg.get("experiment", "default")), seed=int(cfg["seed"]),
+                   method_cfg=dict(cfg["method"]), benchmark_cfg=bench, backbone_cfg=dict(cfg["backbone"]),
+                   sampling=dict(cfg.get("sampling") or {}), cache_cfg=dict(cfg.get("cache") or {}),
+                   runner_cfg=dict(cfg.get("runner") or {}), results_root=Path(cfg.get("results_root", "results")),
+                   full_config=cfg)
+
+
+def solution_from_record(rec: dict[str, Any]) -> Solution:
+    return Solution(answer=rec.get("raw_output") or "", confidence=rec.get("confidence"), trace=rec.get("trace") or {})
+
+
+class Runner:
+    def __init__(self, spec: RunSpec, backbone: Any | None = None) -> None:
+        """``backbone`` overrides the configured one (tests pass a scripted double here)."""
+        self.spec = spec
+        self._backbone = backbone
+        self.paths = RunPaths(spec.out_dir)
+        self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
+        self.method: Method = build_method(spec.method_cfg)
+        self.progress = None
+        self._done_scores: list[float] = []
+        self._done_cost = 0.0
+
+    async def run(self) -> dict[str, Any]:
+        spec = self.spec
+        problems, data_info = self.benchmark.load()
+        if self.benchmark.domain == "code" and not spec.benchmark_cfg.get("execute_code"):
+            # fail before any backbone call rather than after
+            raise ValueError(f"benchmark {self.benchmark.name} needs benchmark.execute_code=true to be scored")
+        writer = ResultWriter(self.paths)
+        backbone = self._backbone or await build_backbone(spec.backbone_cfg, run_dir=self.paths.root, seed=spec.seed)
+        started = time.time()
+        meta = run_metadata(spec, data_info.to_dict(), backbone, started=started)
+        writer.write_json(self.paths.meta, meta)
+        _write_yaml(self.paths.config, spec.full_config)
+        cache = ResponseCache(Path(spec.cache_cfg.get("path", ".cache/responses.sqlite")),
+                              spec.cache_cfg.get("mode", "read-write"))
+        sampling = {**spec.sampling, **(spec.backbone_cfg.get("sampling") or {})}
+        llm = LLMClient(backbone, cache, run_id=self._run_id(), method=self.method.name, defaults=sampling)
+        ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llm=llm,
+                         benchmark=self.benchmark,
+                         budgets=Budgets(**(spec.runner_cfg.get("budgets") or {})))
+        finished = writer.finished()
+        self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {p.id for p in problems}]
+        try:
+            self._start_progress(len(problems), len(self._done_scores))
+            window = int(getattr(self.method, "window_size", 0) or 0)
+            if window > 0:
+                await self._run_windows(problems, finished, ctx, writer, window)
+            else:
+                todo = [p for p in problems if p.id not in finished]
+                await self._run_batch(todo, ctx, writer)
+        finally:
+            if self.progress is not None:
+                self.progress.close()
+            await backbone.aclose()
+            cache.close()
+            metrics = self._finish(writer, problems, meta, started, llm.backbone_calls)
+        return metrics
+
+    def _run_id(self) -> str:
+        s = self.spec
+        return f"{s.experiment}/{s.benchmark_cfg['name']}/{s.method_cfg['name']}/{s.backbone_cfg['name']}/{s.seed}"
+
+    async def _run_batch(self, todo: list[Problem], ctx: RunContext, writer: ResultWriter) -> list[Solution]:
+        limit = int(self.spec.runner_cfg.get("max_concurrent_problems")
+                    or max(2, 2 * int(self.spec.backbone_cfg.get("max_concurrency", 1))))
+        sem = asyncio.Semaphore(limit)
+
+        async def one(p: Problem) -> Solution:
+            async with sem:
+                return await self._solve_and_record(p, ctx, writer)
+
+        return list(await asyncio.gather(*(one(p) for p in todo)))
+
+    async def _run_windows(self, problems: list[Problem], finished: dict[str, dict[str, Any]], ctx: RunContext,
+                           writer: ResultWriter, window: int) -> None:
+        """Stateful methods: fixed windows in problem order; state saved after each window."""
+        state_doc = _read_json(self.paths.method_state) or {}
+        done_windows = int(state_doc.get("windows_done", 0))
+        if state_doc.get("state") is not None:
+            self.method.load_state_dict(state_doc["state"])  # type: ignore[attr-defined]
+        done_ids = state_doc.get("windows", [])
+        for w, start in enumerate(range(0, len(problems), window)):
+            members = problems[start:start + window]
+            if w < done_windows:
+                if done_ids[w] != [p.id for p in members]:
+                    raise ValueError(
+                        f"{self.paths.method_state} was written for another problem selection (window {w}); "
+                        "a stateful method's results depend on it: use a new experiment=... or delete that folder")
+                continue
+            todo = [p for p in members if p.id not in finished]
+            fresh = dict(zip((p.id for p in todo), await self._run_batch(todo, ctx, writer)))
+            outcomes = [(p, fresh[p.id] if p.id in fresh else solution_from_record(finished[p.id])) for p in members]
+            self.method.end_window(outcomes)  # type: ignore[attr-defined]
+            done_ids = [*done_ids[:w], [p.id for p in members]]
+            writer.write_json(self.paths.method_state, {"windows_done": w + 1, "window_size": window,
+                                                        "windows": done_ids,
+                                                        "state": self.method.state_dict()})  # type: ignore[attr-defined]
+
+    async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter) -> Solution:
+        pctx = ctx.for_problem(problem)
+        t0 = time.perf_counter()
+        status, error = "ok", None
+        try:
+            solution = await self.method.solve(problem, pctx)
+            if not isinstance(solution, Solution):
+                raise TypeError(f"method {self.method.name} returned {type(solution).__name__}, not Solution")
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            raise
+        except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the run
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+            solution = Solution(answer="", trace={"traceback": traceback.format_exc(limit=8)})
+        try:
+            score = await self.benchmark.score(solution.answer, problem)
+            value, extracted, details = score.value, score.extracted, score.details
+        except Exception as exc:  # noqa: BLE001 - malformed output scores 0, raw output kept
+            value, extracted, details = 0.0, None, {"scoring_error": f"{type(exc).__name__}: {exc}"}
+        summary = pctx.summary()
+        rec = {
+            "id": problem.id, "index": problem.index, "status": status, "error": error,
+            "attempt": uuid.uuid4().hex[:12],
+            "raw_output": solution.answer, "extracted": extracted, "gold": problem.gold, "score": value,
+            "score_details": details, "confidence": solution.confidence,
+            "calls": summary.calls, "backbone_calls": summary.backbone_calls,
+            "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
+            "cost_usd": summary.cost_usd, "cost_by_stage": summary.by_stage,
+            "latency_s": round(time.perf_counter() - t0, 3), "trace": solution.trace,
+        }
+        writer.append(rec, pctx.calls)
+        self._done_scores.append(value)
+        self._done_cost += summary.cost_usd
+        self._tick()
+        return solution
+
+    # ---- progress and summary ------------------------------------------------------------------
+    def _start_progress(self, total: int, done: int) -> None:
+        if not self.spec.runner_cfg.get("progress", True):
+            return
+        from tqdm import tqdm
+
+        s = self.spec
+        self.progress = tqdm(total=total, initial=done, file=sys.stderr, dynamic_ncols=True,
+                             desc=f"{s.method_cfg['name']}/{s.benchmark_cfg['name']}/seed={s.seed}")
+        self._tick(advance=False)
+
+    def _tick(self, advance: bool = True) -> None:
+        if self.progress is None:
+            return
+        if advance:
+            self.progress.update(1)
+        n = len(self._done_scores)
+        score = 100 * sum(self._done_scores) / n if n else 0.0
+        self.progress.set_postfix_str(f"score={score:.1f} $={self._done_cost:.4f}")
+
+    def _finish(self, writer: ResultWriter, problems: list[Problem], meta: dict[str, Any], started: float,
+                backbone_calls: int) -> dict[str, Any]:
+        ids = {p.id for p in problems}
+        preds = [r for r in read_jsonl_tolerant(self.paths.predictions) if r["id"] in ids]
+        calls = read_jsonl_tolerant(self.paths.calls)
+        metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"))
+        metrics.update({"selected": len(problems), "complete": metrics["n"] == len(problems),
+                        "this_invocation": {"backbone_calls": backbone_calls,
+                                            "wall_s": round(time.time() - started, 3)}})
+        final = [r for r in {r["id"]: r for r in preds}.values()]
+        conf = [(float(r["confidence"]), float(r["score"])) for r in final if r.get("confidence") is not None]
+        if conf:
+            thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
+            cal = calibration_metrics([c for c, _ in conf], [1.0 if s >= thr else 0.0 for _, s in conf])
+            metrics["calibration"] = {k: v for k, v in cal.items() if k != "bins"}
+            metrics["calibration"]["bins"] = cal["bins"]
+            reliability_diagram(cal, self.paths.reliability, self._run_id())
+        writer.write_json(self.paths.metrics, metrics)
+        meta["ended"] = time.time()
+        writer.write_json(self.paths.meta, meta)
+        return metrics
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def _write_yaml(path: Path, obj: dict[str, Any]) -> None:
+    import yaml
+
+    path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+
+
+def run_spec(spec: RunSpec) -> dict[str, Any]:
+    return asyncio.run(Runner(spec).run())
