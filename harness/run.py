@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import sys
 
 import hydra
@@ -24,8 +25,13 @@ def run_from_config(cfg: DictConfig) -> dict:
     return metrics
 
 
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt  # `kill` behaves like Ctrl-C: results stay on disk, servers are stopped
+
+
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     try:
         metrics = run_from_config(cfg)
     except KeyboardInterrupt:

@@ -65,10 +65,12 @@ def solution_from_record(rec: dict[str, Any]) -> Solution:
 
 
 class Runner:
-    def __init__(self, spec: RunSpec, backbone: Any | None = None) -> None:
-        """``backbone`` overrides the configured one (tests pass a scripted double here)."""
+    def __init__(self, spec: RunSpec, backbone: Any | None = None, servers: Any | None = None) -> None:
+        """``backbone`` overrides the configured one (tests pass a scripted double here);
+        ``servers`` is the pool of embedded model servers shared across runs."""
         self.spec = spec
         self._backbone = backbone
+        self._servers = servers
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
@@ -82,8 +84,9 @@ class Runner:
         if self.benchmark.domain == "code" and not spec.benchmark_cfg.get("execute_code"):
             # fail before any backbone call rather than after
             raise ValueError(f"benchmark {self.benchmark.name} needs benchmark.execute_code=true to be scored")
-        writer = ResultWriter(self.paths)
-        backbone = self._backbone or await build_backbone(spec.backbone_cfg, run_dir=self.paths.root, seed=spec.seed)
+        writer = ResultWriter(self.paths, fsync=bool(spec.runner_cfg.get("fsync", False)))
+        backbone = self._backbone or await build_backbone(spec.backbone_cfg, run_dir=self.paths.root, seed=spec.seed,
+                                                          servers=self._servers)
         started = time.time()
         meta = run_metadata(spec, data_info.to_dict(), backbone, started=started)
         writer.write_json(self.paths.meta, meta)
@@ -243,5 +246,12 @@ def _write_yaml(path: Path, obj: dict[str, Any]) -> None:
     path.write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
 
 
-def run_spec(spec: RunSpec) -> dict[str, Any]:
-    return asyncio.run(Runner(spec).run())
+def run_spec(spec: RunSpec, servers: Any | None = None) -> dict[str, Any]:
+    """Run one spec. Pass a shared ``servers`` pool to reuse embedded servers across runs;
+    without one, a pool is made for this run and its servers stop when it ends."""
+    if servers is not None:
+        return asyncio.run(Runner(spec, servers=servers).run())
+    from harness.local_server import ServerPool
+
+    with ServerPool() as pool:
+        return asyncio.run(Runner(spec, servers=pool).run())

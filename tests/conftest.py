@@ -61,3 +61,62 @@ def run(spec: RunSpec, backbone: Any) -> dict[str, Any]:
     import asyncio
 
     return asyncio.run(Runner(spec, backbone=backbone).run())
+
+
+def compose(overrides: list[str]) -> dict[str, Any]:
+    """The resolved Hydra config for ``overrides`` (as on the command line)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    config_dir = str(Path(__file__).resolve().parents[1] / "configs")
+    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+_SERVERS: list[Any] = []  # the test session's embedded-server pool (see the fixture below)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def embedded_servers():
+    """One pool for the whole test session: the embedded model server starts once and stops at the end."""
+    from harness.local_server import ServerPool
+
+    with ServerPool() as pool:
+        _SERVERS.append(pool)
+        yield pool
+        _SERVERS.clear()
+
+
+def run_e2e(tmp_path: Path, overrides: list[str]) -> tuple[RunSpec, dict[str, Any]]:
+    """A real run (real HTTP client, real embedded model unless overridden) into ``tmp_path``.
+
+    The embedded server is started once per test session and reused by every run.
+    """
+    from harness.runner import run_spec, spec_from_config
+
+    cfg = compose([*overrides, f"results_root={tmp_path / 'results'}",
+                   f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false"])
+    spec = spec_from_config(cfg)
+    return spec, run_spec(spec, servers=_SERVERS[0] if _SERVERS else None)
+
+
+def check_run_files(spec: RunSpec, metrics: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """Every result file exists and the numbers in them agree with each other."""
+    from harness.results import read_jsonl_tolerant
+
+    out = spec.out_dir
+    for name in ("predictions.jsonl", "calls.jsonl", "metrics.json", "config.yaml", "meta.json"):
+        assert (out / name).exists(), name
+    preds = read_jsonl_tolerant(out / "predictions.jsonl")
+    calls = read_jsonl_tolerant(out / "calls.jsonl")
+    assert metrics["n"] == n == len(preds)
+    assert metrics["totals"]["calls"] == len(calls) == sum(p["calls"] for p in preds) > 0
+    tokens = sum(c["prompt_tokens"] + c["completion_tokens"] for c in calls)
+    assert tokens == metrics["totals"]["prompt_tokens"] + metrics["totals"]["completion_tokens"] > 0
+    assert abs(metrics["score"] - sum(p["score"] for p in preds) / n) < 1e-9
+    assert json.loads((out / "metrics.json").read_text())["n"] == n
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["model"] and len(meta["data"]["sha256"]) == 64
+    return preds

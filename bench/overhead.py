@@ -1,0 +1,48 @@
+"""Harness overhead: achieved / ideal request throughput against a fixed-delay server.
+
+500 GSM8K problems x CoT-SC(5) (2,500 requests) at backbone concurrency 32, against the
+loopback test double that replies after exactly 100 ms. The ideal is concurrency / delay
+requests per second (the server is never the bottleneck); everything the harness does
+(prompting, cache, ledger, scoring, appending results) shows up as lost throughput.
+Goal: >= 0.95.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from _common import compose, fake_backbone_overrides, fake_server
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--problems", type=int, default=500)
+    ap.add_argument("--k", type=int, default=5)
+    ap.add_argument("--concurrency", type=int, default=32)
+    ap.add_argument("--delay", type=float, default=0.1)
+    args = ap.parse_args()
+    from harness.runner import run_spec, spec_from_config
+
+    with fake_server(args.delay) as url, tempfile.TemporaryDirectory() as tmp:
+        cfg = compose([*fake_backbone_overrides(url, args.concurrency), "method=cot_sc", f"method.params.k={args.k}",
+                       "benchmark=gsm8k", "benchmark.split=full", f"limit={args.problems}",
+                       f"results_root={tmp}/results", f"cache.path={tmp}/cache.sqlite", "runner.progress=false",
+                       f"runner.max_concurrent_problems={4 * args.concurrency}"])
+        spec = spec_from_config(cfg)
+        t0 = time.perf_counter()
+        metrics = run_spec(spec)
+        wall = time.perf_counter() - t0
+        calls = metrics["this_invocation"]["backbone_calls"]
+        ideal_rps = args.concurrency / args.delay
+        achieved_rps = calls / wall
+        print(json.dumps({"bench": "overhead", "problems": metrics["n"], "requests": calls,
+                          "wall_s": round(wall, 2), "ideal_wall_s": round(calls / ideal_rps, 2),
+                          "achieved_rps": round(achieved_rps, 1), "ideal_rps": round(ideal_rps, 1),
+                          "ratio_achieved_over_ideal": round(achieved_rps / ideal_rps, 3), "goal": ">= 0.95"}))
+
+
+if __name__ == "__main__":
+    main()
