@@ -1,0 +1,1 @@
+"""Benchmarks (loaders, prompts, scoring) and the pure scoring pieces: extraction, equivalence, F1, sandbox."""

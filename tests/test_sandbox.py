@@ -1,0 +1,381 @@
+"""The sandbox: canonical programs pass, and no trick of the code under test makes a fail pass.
+
+Every adversarial completion below returns a WRONG answer (or none) and tries to get the
+verdict anyway; each must fail and the harness (this process) must stay alive.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pickle
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from evaluators import sandbox
+from evaluators.sandbox import ExecResult, Program, humaneval_program, mbpp_program, run_program, run_program_async
+
+DATA = Path(os.environ.get("AGENTIC_REPRO_DATA") or "data")
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+ROOT = os.geteuid() == 0
+
+PROMPT = '''import math
+
+
+def add(a, b):
+    """Return a + b.
+    >>> add(2, 3)
+    5
+    """
+'''
+TEST = '''
+
+METADATA = {}
+
+
+def check(candidate):
+    assert candidate(2, 3) == 5
+    assert abs(candidate(0.5, 0.25) - 0.75) < 1e-9
+    import math
+    assert math.isclose(candidate(1, 1), 2)
+    assert isinstance(candidate(1, 2), int)
+    assert all([candidate(1, 1) == 2, candidate(-1, 1) == 0])
+'''
+GOOD = "    return a + b\n"
+
+
+def he(completion: str) -> Program:
+    program = humaneval_program(PROMPT, completion, TEST, "add")
+    assert isinstance(program, Program)
+    return program
+
+
+def fails(completion: str, **kw: object) -> ExecResult:
+    res = run_program(he(completion), **{"timeout_s": 10.0, **kw})
+    assert not res.passed, res
+    assert res.status != "passed"
+    return res
+
+
+def test_canonical_passes_and_wrong_answer_fails() -> None:
+    res = run_program(he(GOOD))
+    assert res.passed and res.status == "passed", res
+    assert res.duration_s < 10
+    res = fails("    return a - b\n")
+    assert res.status == "failed" and "AssertionError" in res.detail
+
+
+# ---- forging attempts --------------------------------------------------------------------------
+
+def test_rebinding_builtins_at_load_does_not_help() -> None:
+    fails("    return 0\n"
+          "__builtins__['abs'] = lambda x: 0\n"
+          "import builtins\n"
+          "builtins.all = lambda *a: True\n"
+          "builtins.abs = lambda x: 0\n"
+          "builtins.isinstance = lambda *a: True\n"
+          "builtins.AssertionError = type('Nope', (Exception,), {})\n")
+
+
+def test_rebinding_builtins_at_call_time_does_not_help() -> None:
+    fails("    import builtins, math\n"
+          "    builtins.abs = lambda x: 0\n"
+          "    builtins.all = lambda *a: True\n"
+          "    builtins.isinstance = lambda *a: True\n"
+          "    math.isclose = lambda *a, **k: True\n"
+          "    return 0\n")
+
+
+def test_patching_module_functions_does_not_help() -> None:
+    fails("    return 0\n"
+          "import math\n"
+          "math.isclose = lambda *a, **k: True\n")
+
+
+def test_sys_exit_zero_is_a_failure() -> None:
+    assert fails("    return 0\nimport sys\nsys.exit(0)\n").status == "error"  # at load
+    fails("    import sys\n    sys.exit(0)\n")  # during a call
+
+
+def test_os_exit_zero_is_a_failure() -> None:
+    fails("    return 0\nimport os\nos._exit(0)\n")
+    fails("    import os\n    os._exit(0)\n")
+
+
+def test_killing_itself_or_its_parent_is_a_failure() -> None:
+    fails("    import os, signal\n    os.kill(os.getpid(), signal.SIGKILL)\n    return 0\n")
+    fails("    import os, signal\n"
+          "    for pid in (os.getppid(), 0):\n"
+          "        try:\n"
+          "            os.kill(pid, signal.SIGKILL)\n"
+          "        except OSError:\n"
+          "            pass\n"
+          "    return 0\n")
+
+
+def test_printing_fake_pass_markers_is_a_failure() -> None:
+    res = fails("    print('passed'); print('PASS passed \"\"'); print('OK'); return 0\n"
+                "print('passed')\n")
+    assert "passed" in res.stdout_tail  # it printed; it did not matter
+
+
+def test_writing_to_every_fd_is_a_failure() -> None:
+    fails("    import os\n"
+          "    for fd in range(0, 64):\n"
+          "        for msg in (b'passed\\n', b'PASS passed \"\"\\n', b'\\x00\\x00\\x00\\x0b{\"ok\": 5}'):\n"
+          "            try:\n"
+          "                os.write(fd, msg)\n"
+          "            except OSError:\n"
+          "                pass\n"
+          "    return 0\n")
+
+
+def test_closing_fds_is_a_failure() -> None:
+    fails("    import os\n"
+          "    for fd in range(3, 64):\n"
+          "        try:\n"
+          "            os.close(fd)\n"
+          "        except OSError:\n"
+          "            pass\n"
+          "    return 5\n")
+
+
+def test_hunting_for_the_nonce_is_a_failure() -> None:
+    """Walk every frame and object in the solution's process, write anything hex to every fd."""
+    fails("    import gc, os, re, sys\n"
+          "    found = set()\n"
+          "    f = sys._getframe()\n"
+          "    while f is not None:\n"
+          "        found.update(v for v in f.f_locals.values() if isinstance(v, str))\n"
+          "        f = f.f_back\n"
+          "    for o in gc.get_objects():\n"
+          "        if isinstance(o, dict):\n"
+          "            found.update(v for v in o.values() if isinstance(v, str))\n"
+          "    for s in found:\n"
+          "        if re.fullmatch('[0-9a-f]{32}', s):\n"
+          "            for fd in range(0, 64):\n"
+          "                try:\n"
+          "                    os.write(fd, (s + ' passed \"\"\\n').encode())\n"
+          "                except OSError:\n"
+          "                    pass\n"
+          "    return 0\n")
+
+
+def test_always_equal_object_is_a_failure() -> None:
+    res = fails("    class Eq:\n"
+                "        def __eq__(self, other): return True\n"
+                "        def __ne__(self, other): return False\n"
+                "        def __lt__(self, other): return True\n"
+                "        def __sub__(self, other): return 0\n"
+                "        def __rsub__(self, other): return 0\n"
+                "        def __abs__(self): return 0\n"
+                "        def __bool__(self): return True\n"
+                "    return Eq()\n")
+    assert "plain data" in res.stderr_tail
+
+
+def test_builtin_types_cannot_be_patched_and_subclasses_become_plain_values() -> None:
+    # Patching the CLASS of a builtin type is impossible in CPython: the attempt raises.
+    fails("    try:\n"
+          "        int.__eq__ = lambda self, other: True\n"
+          "    except TypeError:\n"
+          "        pass\n"
+          "    else:\n"
+          "        return 5\n"
+          "    return 0\n")
+    # A subclass keeps its own __eq__ in its own process; the test sees only the plain value.
+    fails("    class Liar(int):\n"
+          "        def __eq__(self, other): return True\n"
+          "        __hash__ = int.__hash__\n"
+          "    return Liar(0)\n")
+    # ...which is why an honest subclass still passes.
+    res = run_program(he("    class Honest(int):\n        pass\n"
+                         "    return Honest(a + b) if isinstance(a + b, int) else a + b\n"))
+    assert res.passed, res
+
+
+def test_redefining_check_helpers_does_not_help() -> None:
+    """HumanEval/38-style: the test uses a prompt helper; the completion redefines it."""
+    prompt = ('def encode(s: str) -> str:\n    return s[::-1]\n\n\n'
+              'def decode(s: str) -> str:\n    """Inverse of encode."""\n')
+    test = "def check(candidate):\n    for w in ['abc', 'hello']:\n        assert candidate(encode(w)) == w\n"
+    cheat = "    return s\n\n\ndef encode(s):\n    return s\n"
+    assert not run_program(humaneval_program(prompt, cheat, test, "decode")).passed
+    assert run_program(humaneval_program(prompt, "    return s[::-1]\n", test, "decode")).passed
+
+
+# ---- containment -------------------------------------------------------------------------------
+
+def test_infinite_loop_times_out_quickly() -> None:
+    start = time.monotonic()
+    res = fails("    while True:\n        pass\n", timeout_s=1.5)
+    assert res.status == "timeout"
+    assert time.monotonic() - start < 6
+    res = run_program("while True:\n    pass\n", timeout_s=1.0)
+    assert res.status == "timeout" and not res.passed
+
+
+def test_fork_bomb_is_a_failure() -> None:
+    start = time.monotonic()
+    fails("    import os\n"
+          "    while True:\n"
+          "        os.fork()\n", timeout_s=5)
+    fails("    import subprocess\n    subprocess.run(['true'])\n    return 5\n")
+    fails("    import os\n    os.system('true')\n    return 5\n")
+    assert time.monotonic() - start < 8
+
+
+def test_huge_allocation_is_a_memory_failure() -> None:
+    res = fails("    x = bytearray(4 * 1024 ** 3)\n    return a + b\n", memory_mb=512)
+    assert res.status == "memory", res
+    res = run_program(he("    return a + b\nx = bytearray(4 * 1024 ** 3)\n"), memory_mb=512)
+    assert res.status == "memory" and not res.passed
+
+
+def test_no_network_even_to_loopback() -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(5)
+    server.settimeout(0.2)
+    port = server.getsockname()[1]
+    try:
+        # returns the RIGHT answer only if it reached the listener
+        fails("    import socket\n"
+              "    try:\n"
+              f"        socket.create_connection(('127.0.0.1', {port}), timeout=1).sendall(b'hi')\n"
+              "        return a + b\n"
+              "    except OSError:\n"
+              "        return 0\n")
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_files_land_in_a_temporary_directory_that_is_removed(tmp_path: Path) -> None:
+    outside = tmp_path / "escape.txt"
+    res = run_program(he("    open('marker.txt', 'w').write('x')\n"
+                         f"    try:\n        open({str(outside)!r}, 'w').write('x')\n"
+                         "    except OSError:\n        pass\n"
+                         "    import os\n    print(os.getcwd())\n"
+                         "    return a + b\n"))
+    assert res.passed, res
+    cwd = res.stdout_tail.strip().splitlines()[0]
+    assert "agentic-sandbox-" in cwd and not Path("marker.txt").exists()
+    sandbox._flush_trash()
+    assert not Path(cwd).exists()
+    if ROOT:  # as root the solution runs as nobody: it cannot write where root owns the directory
+        assert not outside.exists()
+
+
+# ---- protocol details --------------------------------------------------------------------------
+
+def test_exceptions_keep_their_builtin_type() -> None:
+    prompt = "def f(x):\n    '''Raise on negatives.'''\n"
+    test = ("def check(candidate):\n"
+            "    try:\n        candidate(-1)\n    except ValueError:\n        pass\n"
+            "    else:\n        raise AssertionError('no ValueError')\n"
+            "    assert candidate(2) == 2\n")
+    good = "    if x < 0:\n        raise ValueError('neg')\n    return x\n"
+    assert run_program(humaneval_program(prompt, good, test, "f")).passed
+    swallow = "    if x < 0:\n        raise SystemExit(0)\n    return x\n"  # escapes `except ValueError`
+    assert not run_program(humaneval_program(prompt, swallow, test, "f")).passed
+
+
+def test_mbpp_programs_with_solution_classes_and_json_imports() -> None:
+    code = ("class Pair(object):\n"
+            "    def __init__(self, a, b):\n        self.a = a\n        self.b = b\n"
+            "def max_chain_length(arr, n):\n"
+            "    best = [1] * n\n"
+            "    for i in range(1, n):\n"
+            "        for j in range(i):\n"
+            "            if arr[i].a > arr[j].b and best[i] < best[j] + 1:\n"
+            "                best[i] = best[j] + 1\n"
+            "    return max(best)\n")
+    tests = ["assert max_chain_length([Pair(5, 24), Pair(15, 25), Pair(27, 40), Pair(50, 60)], 4) == 3"]
+    assert run_program(mbpp_program(code, "[]", tests)).passed
+    setup = "root = Node(1)\nroot.left = Node(2)\nroot.left.left = Node(3)\n"
+    node = ("class Node:\n    def __init__(self, d):\n        self.data = d\n        self.left = self.right = None\n"
+            "def height(n):\n    return 0 if n is None else 1 + max(height(n.left), height(n.right))\n")
+    assert run_program(mbpp_program(node, None, ["assert height(root) == 3"], setup)).passed
+    iso = "import math\ndef area(r):\n    return math.pi * r * r\n"
+    prog = mbpp_program(iso, json.dumps(["import math"]), ["assert math.isclose(area(1), 3.14159, rel_tol=1e-3)"])
+    assert run_program(prog).passed
+    summed = "def sum(a, b):\n    return a + b\n"  # MBPP task 126 names its function after a builtin
+    prog = mbpp_program(summed, [], ["assert sum(2, 3) == 5"])
+    assert prog.entry_points == ("sum",) and run_program(prog).passed
+    typed = "def drop(t, ty):\n    return [x for x in t if not isinstance(x, ty)]\n"
+    assert run_program(mbpp_program(typed, [], ["assert drop((1, 'a', 2.5), int) == ['a', 2.5]"])).passed
+    regex = "import re\ndef starts_a(s):\n    return re.match('a', s)\n"
+    assert run_program(mbpp_program(regex, [], ["assert starts_a('abc')", "assert not starts_a('xa')"])).passed
+
+
+def test_plain_programs_and_output_capture() -> None:
+    res = run_program("print('hello from the sandbox')\n")
+    assert res.passed and "hello from the sandbox" in res.stdout_tail
+    assert not run_program("assert 1 == 2\n").passed
+    assert run_program("raise SystemExit(0)\n").status == "error"
+    assert not run_program("import os\nos._exit(0)\n").passed
+    assert run_program("def f(:\n").status == "error"
+
+
+def test_program_pickles_with_its_split() -> None:
+    program = he(GOOD)
+    clone = pickle.loads(pickle.dumps(program))
+    assert isinstance(clone, Program) and clone == program and clone.test == program.test
+    assert clone.entry_points == ("add",)
+    assert "check(add)" in str(program)
+
+
+def test_async_runs_concurrently_and_keep_the_loop_free() -> None:
+    async def main() -> tuple[list[ExecResult], int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        t = asyncio.create_task(ticker())
+        results = await asyncio.gather(
+            run_program_async(he(GOOD)), run_program_async(he("    return 0\n")),
+            run_program_async(he("    while True:\n        pass\n"), timeout_s=1.0),
+            run_program_async("print(1)\n"))
+        t.cancel()
+        return list(results), ticks
+
+    results, ticks = asyncio.run(main())
+    assert [r.status for r in results] == ["passed", "failed", "timeout", "passed"]
+    assert ticks >= 20  # the event loop kept running during the 1 s timeout
+
+
+def test_direct_spawn_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sandbox, "USE_FORK_SERVER", False)
+    assert run_program(he(GOOD)).passed
+    assert not run_program(he("    return 0\nimport os\nos._exit(0)\n")).passed
+    assert run_program(he("    while True:\n        pass\n"), timeout_s=1.0).status == "timeout"
+
+
+def _humaneval_rows() -> list[dict[str, str]]:
+    for path in (DATA / "humaneval" / "HumanEval.jsonl", SHARED / "humaneval" / "HumanEval.jsonl"):
+        if path.is_file():
+            return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    pytest.skip("HumanEval.jsonl not available")
+
+
+def test_humaneval_sample_canonical_pass_and_broken_fail() -> None:
+    rows = _humaneval_rows()[::20]
+
+    async def main() -> list[ExecResult]:
+        progs = [humaneval_program(r["prompt"], r["canonical_solution"], r["test"], r["entry_point"]) for r in rows]
+        progs += [humaneval_program(r["prompt"], "    return None\n", r["test"], r["entry_point"]) for r in rows]
+        return await asyncio.gather(*(run_program_async(p) for p in progs))
+
+    results = asyncio.run(main())
+    n = len(rows)
+    assert all(r.passed for r in results[:n]), [r for r in results[:n] if not r.passed]
+    assert not any(r.passed for r in results[n:])
