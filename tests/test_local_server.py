@@ -1,0 +1,288 @@
+"""Tests for harness.local_server.
+
+Fast tests replace the llama.cpp server by a tiny stdlib HTTP server (or a
+process that dies / hangs). Slow tests start the real llama-cpp-python server
+on the default 0.5B model, or use ``AGENTIC_REPRO_LOCAL_URL`` if it is set.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness import local_server as ls
+from harness.local_server import LocalServer, LocalServerError, ServerPool
+
+FAKE_SERVER = textwrap.dedent(
+    """
+    import json, sys
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+    port, alias = int(sys.argv[1]), sys.argv[2]
+    class H(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = json.dumps({"object": "list", "data": [{"id": alias}]}).encode()
+            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body)
+        def log_message(self, *a):
+            print("fake:", *a, flush=True)
+    print("fake server up", flush=True)
+    HTTPServer(("127.0.0.1", port), H).serve_forever()
+    """
+)
+
+
+@pytest.fixture
+def model_file(tmp_path: Path) -> Path:
+    p = tmp_path / "m.gguf"
+    p.write_bytes(b"GGUF" + b"\x00" * 16)
+    return p
+
+
+@pytest.fixture
+def fake_cmd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Make the module launch `script` instead of llama_cpp.server."""
+    monkeypatch.delenv(ls.LOCAL_URL_ENV, raising=False)
+
+    def use(script: str) -> None:
+        f = tmp_path / "fake_server.py"
+        f.write_text(script)
+        monkeypatch.setattr(
+            ls, "build_command",
+            lambda key, port, host=ls.HOST: [sys.executable, str(f), str(port), key.model_alias],
+        )
+        monkeypatch.setattr(ls, "_require_llama_cpp", lambda: None)
+
+    return use
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # a zombie still answers kill(0); check its state
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------- fast
+
+
+def test_command_line_has_required_flags(model_file: Path) -> None:
+    key = ls._make_key(model_file, 4096, 2, None, "alias-x", ["--n_batch", "256"])
+    cmd = ls.build_command(key, 12345)
+    assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
+    joined = " ".join(cmd)
+    assert "--interrupt_requests False" in joined
+    assert "--host 127.0.0.1" in joined and "--port 12345" in joined
+    assert "--n_ctx 4096" in joined and "--n_threads 2" in joined
+    assert f"--model {model_file.resolve()}" in joined and "--model_alias alias-x" in joined
+    assert cmd[-2:] == ["--n_batch", "256"] and "--chat_format" not in cmd
+    key2 = ls._make_key(model_file, 4096, None, "chatml", None, None)
+    assert key2.model_alias == "m.gguf" and key2.n_threads == (os.cpu_count() or 1)
+    assert ls.build_command(key2, 1)[-2:] == ["--chat_format", "chatml"]
+
+
+def test_child_env_drops_server_setting_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    for k in ("PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE"):
+        monkeypatch.setenv(k, "1")
+    monkeypatch.setenv("AGENTIC_REPRO_KEEP", "yes")
+    env = ls._child_env()
+    assert not {"PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE"} & set(env)
+    assert env["AGENTIC_REPRO_KEEP"] == "yes" and "PATH" in env
+
+
+def test_external_url_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ls.LOCAL_URL_ENV, " http://127.0.0.1:9/v1/ ")
+    assert ls.external_url() == "http://127.0.0.1:9"
+    monkeypatch.delenv(ls.LOCAL_URL_ENV)
+    assert ls.external_url() is None
+
+
+def test_missing_llama_cpp_is_explained(model_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ls.LOCAL_URL_ENV, raising=False)
+    monkeypatch.setattr(ls.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(LocalServerError, match="make install-local"):
+        LocalServer().start(model_file)
+    with pytest.raises(LocalServerError, match="`local` extra"):
+        ServerPool().get_or_start(model_file)
+
+
+def test_early_exit_reports_log(fake_cmd, model_file: Path, tmp_path: Path) -> None:
+    fake_cmd("import sys\nprint('loading model... failed: bad magic', flush=True)\nsys.exit(3)\n")
+    log = tmp_path / "run" / "server.log"
+    with pytest.raises(LocalServerError) as ei:
+        LocalServer().start(model_file, log_path=log)
+    msg = str(ei.value)
+    assert "exited with code 3" in msg and str(log) in msg and "bad magic" in msg
+    assert "starting:" in log.read_text()
+
+
+def test_startup_timeout_kills_process(fake_cmd, model_file: Path, tmp_path: Path) -> None:
+    fake_cmd("import time\nprint('hanging', flush=True)\ntime.sleep(60)\n")
+    srv = LocalServer(startup_timeout=1.0)
+    with pytest.raises(LocalServerError, match="not ready after 1s"):
+        srv.start(model_file, log_path=tmp_path / "s.log")
+    assert not srv.running
+
+
+def test_pool_reuses_and_stops(fake_cmd, model_file: Path, tmp_path: Path) -> None:
+    fake_cmd(FAKE_SERVER)
+    with ServerPool() as pool:
+        u1 = pool.get_or_start(model_file, log_path=tmp_path / "a.log", n_ctx=1024, n_threads=1)
+        u2 = pool.get_or_start(model_file, log_path=tmp_path / "b.log", n_ctx=1024, n_threads=1)
+        assert u1 == u2 and u1.startswith("http://127.0.0.1:")
+        assert ls.served_models(u1) == ["m.gguf"]
+        u3 = pool.get_or_start(model_file, log_path=tmp_path / "c.log", n_ctx=2048, n_threads=1)
+        assert u3 != u1 and len(pool.servers()) == 2
+        pids = [s.pid for s in pool.servers()]
+        assert all(_alive(p) for p in pids)
+        d = pool.describe()
+        assert {x["base_url"] for x in d} == {u1, u3} and not any(x["external"] for x in d)
+    assert not any(_alive(p) for p in pids)
+    assert pool.servers() == []
+
+
+def test_pool_concurrent_callers_share_one_start(fake_cmd, model_file: Path, tmp_path: Path) -> None:
+    fake_cmd(FAKE_SERVER)
+
+    async def main() -> list[str]:
+        async with ServerPool() as pool:
+            urls = await asyncio.gather(*[
+                pool.aget_or_start(model_file, log_path=tmp_path / "x.log", n_ctx=512, n_threads=1)
+                for _ in range(4)
+            ])
+            assert len(pool.servers()) == 1
+            return urls
+
+    urls = asyncio.run(main())
+    assert len(set(urls)) == 1
+
+
+def test_external_url_is_used_and_checked(fake_cmd, model_file: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cmd(FAKE_SERVER)
+    with LocalServer() as shared:
+        url = shared.start(model_file, log_path=tmp_path / "shared.log", model_alias="the-model")
+        monkeypatch.setenv(ls.LOCAL_URL_ENV, url + "/v1")
+        pool = ServerPool()
+        assert pool.get_or_start(model_file, model_alias="the-model") == url
+        assert pool.servers() == []  # nothing started
+    monkeypatch.setenv(ls.LOCAL_URL_ENV, "http://127.0.0.1:9")
+    with pytest.raises(LocalServerError, match="does not answer"):
+        ServerPool().get_or_start(model_file)
+
+
+def test_external_url_wrong_model_refused(fake_cmd, model_file: Path, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_cmd(FAKE_SERVER)
+    with LocalServer() as shared:
+        url = shared.start(model_file, log_path=tmp_path / "shared.log", model_alias="other-model")
+        monkeypatch.setenv(ls.LOCAL_URL_ENV, url)
+        with pytest.raises(LocalServerError, match="not the configured model"):
+            ServerPool().get_or_start(model_file, model_alias="wanted")
+        # an explicit external URL on the pool wins over the environment
+        assert ServerPool(external_url=url, use_env=False).describe() == [
+            {"base_url": url, "external": True}
+        ]
+
+
+# --------------------------------------------------------------------------- slow: the real server
+
+DEFAULT_MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
+MESSAGES = [
+    {"role": "system", "content": "You are a concise assistant."},
+    {"role": "user", "content": "Write one sentence about the number 7."},
+]
+
+
+@pytest.fixture(scope="module")
+def real_server(tmp_path_factory: pytest.TempPathFactory):
+    pytest.importorskip("llama_cpp", reason="needs the `local` extra (make install-local)")
+    from harness.gguf_model import KNOWN_MODELS, resolve_gguf
+
+    spec = KNOWN_MODELS[DEFAULT_MODEL]
+    path = resolve_gguf(spec)
+    log = tmp_path_factory.mktemp("llama") / "server.log"
+    with ServerPool() as pool:
+        url = pool.get_or_start(path, log_path=log, n_ctx=4096, n_threads=os.cpu_count() or 2,
+                                model_alias=spec.name)
+        servers = pool.servers()
+        yield url, spec.name
+    for s in servers:  # started by us -> stopped at the end
+        assert not s.running
+
+
+@pytest.fixture
+def client(real_server):
+    from openai import OpenAI
+
+    url, _ = real_server
+    return OpenAI(base_url=f"{url}/v1", api_key="local", max_retries=0, timeout=300)
+
+
+@pytest.mark.slow
+def test_real_list_models(real_server) -> None:
+    url, alias = real_server
+    assert alias in ls.served_models(url)
+
+
+@pytest.mark.slow
+def test_real_temperature_zero_is_deterministic(client, real_server) -> None:
+    _, model = real_server
+    outs = [
+        client.chat.completions.create(model=model, messages=MESSAGES, temperature=0, max_tokens=32)
+        for _ in range(2)
+    ]
+    texts = [o.choices[0].message.content for o in outs]
+    assert texts[0] and texts[0] == texts[1]
+    assert outs[0].usage.completion_tokens > 0 and outs[0].usage.prompt_tokens > 10
+
+
+@pytest.mark.slow
+def test_real_seed_reproduces_sample(client, real_server) -> None:
+    _, model = real_server
+
+    def sample(seed: int) -> str:
+        r = client.chat.completions.create(model=model, messages=MESSAGES, temperature=0.7,
+                                           seed=seed, max_tokens=32)
+        return r.choices[0].message.content
+
+    a, b = sample(1234), sample(1234)
+    assert a and a == b
+
+
+@pytest.mark.slow
+def test_real_logprobs(client, real_server) -> None:
+    _, model = real_server
+    r = client.chat.completions.create(model=model, messages=MESSAGES, temperature=0, max_tokens=4,
+                                       logprobs=True, top_logprobs=2)
+    content = r.choices[0].logprobs.content
+    assert content and all(t.logprob <= 0.0 for t in content)
+
+
+@pytest.mark.slow
+def test_real_concurrent_requests_are_not_truncated(real_server) -> None:
+    """Guards --interrupt_requests False: the default cuts the first request to 0 tokens."""
+    from openai import AsyncOpenAI
+
+    url, model = real_server
+
+    async def main():
+        c = AsyncOpenAI(base_url=f"{url}/v1", api_key="local", max_retries=0, timeout=300)
+        return await asyncio.gather(*[
+            c.chat.completions.create(model=model, temperature=0, max_tokens=12,
+                                      messages=[{"role": "user", "content": f"Count from {i} to {i + 9}."}])
+            for i in range(3)
+        ])
+
+    outs = asyncio.run(main())
+    assert all(o.usage.completion_tokens >= 5 for o in outs)
