@@ -65,9 +65,6 @@ test-fast: install data
 test-slow: install-local install-embed data
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
-reproduce-table1: $(if $(filter local local-1.5b,$(BACKBONE)),install-local,install) data
-	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE)
-
 bench: install-local data
 	$(PY) bench/overhead.py
 	$(PY) bench/replay.py
@@ -76,3 +73,47 @@ bench: install-local data
 
 clean-results:
 	rm -rf results/*/ .cache/responses.sqlite
+
+# ---- Reproducing the papers (scripts/) --------------------------------------------------------------------
+# BACKBONE   local (default, embedded, small protocol) | gpt-4o-mini (the paper's protocol) | any configs/backbone
+# LAUNCHER   Hydra launcher for `make sweeps`: basic (sequential, one process) | joblib | submitit_local |
+#            submitit_slurm | ray
+# SWEEP      comma list of sweep params (n_samples,tau_sim,k_max,max_retries); empty = all four
+# LOGGER     none | wandb (offline without WANDB_API_KEY)
+# ARGS       extra key=value options/overrides, e.g. ARGS="methods=io,cot limit=5"
+LAUNCHER ?= basic
+SWEEP    ?=
+LOGGER   ?= none
+ARGS     ?=
+BACKBONE_DEPS = $(if $(filter local local-1.5b,$(BACKBONE)),install-local,install) install-embed
+
+.PHONY: reproduce-table1 ablation sweeps cross-model efficiency figures cost-estimate install-sweeps
+
+$(STAMP)/sweeps: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[sweeps]'
+	@mkdir -p $(STAMP) && touch $@
+
+install-sweeps: install $(STAMP)/sweeps
+
+reproduce-table1: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+
+ablation: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.ablation backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+
+sweeps: $(BACKBONE_DEPS) install-sweeps data
+	$(PY) -m scripts.sweep backbone=$(BACKBONE) launcher=$(LAUNCHER) logger=$(LOGGER) $(if $(SWEEP),params=$(SWEEP)) $(ARGS)
+	$(PY) -m scripts.sensitivity backbone=$(BACKBONE)
+
+cross-model: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) methods=cot,denoiseflow benchmarks=gsm8k,math $(ARGS)
+	$(PY) -m scripts.efficiency
+
+efficiency: install
+	$(PY) -m scripts.efficiency
+
+figures: install
+	$(PY) -m scripts.figures logger=$(LOGGER)
+
+cost-estimate: install data
+	$(PY) -m scripts.estimate_cost measured=$(BACKBONE) target=gpt-4o-mini

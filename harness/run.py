@@ -18,6 +18,12 @@ def run_from_config(cfg: DictConfig) -> dict:
     container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
     spec = spec_from_config(container)
     metrics = run_spec(spec)
+    from harness.logging_wandb import WandbLogger
+
+    wb = WandbLogger.from_config(container, run_name=spec.out_dir.as_posix(), job_type="run")
+    if wb is not None:  # logger=wandb; nothing else changes when it is on
+        wb.log_run(spec, metrics)
+        wb.finish()
     line = {"run": str(spec.out_dir), "score_pct": round(metrics["score_pct"], 2), "n": metrics["n"],
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
             "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"]}

@@ -1,0 +1,239 @@
+"""Efficiency and behaviour tables from ``results/`` alone (zero backbone calls).
+
+- Table 3: avg calls, tokens and $ per problem, retry % (every method, from metrics.json / predictions.jsonl);
+- Table 9: strategy distribution and average K (DenoiseFlow traces: ``route``, ``K``);
+- Table 10: refinement recovery (problems that entered Correcting and ended correct);
+- Figure 3: risk vs success with a binned Spearman ρ (trace ``risk``; otherwise 1 − confidence, labelled so);
+- Table 8: cross-model, CoT vs DenoiseFlow on GSM8K/MATH for every configured backbone.
+
+DenoiseFlow's per-run numbers come from ``denoiseflow.report`` (its ``table3``/``table9``/``table10``/``risk_bins``
+and ``spearman`` over the trace fields ``route``, ``K``, ``r``, ``refinement``): this module only aggregates them per
+benchmark and backbone and writes Markdown/LaTeX/CSV and a PNG/PDF figure.
+
+    python -m scripts.efficiency [results_root=results] [experiment=table1]
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from scripts.collect import Agg, backbones_on_disk, load_runs, methods_on_disk
+from scripts.figstyle import empty_panel, plt, save
+from scripts.render import Table, fmt, fmt_pm, write_csv, write_tables
+from scripts.runs import CONFIGS, load_experiment, parse_args
+
+# Trace keys read from predictions.jsonl (DenoiseFlow writes these; other methods simply lack them).
+ROUTE_KEYS = ("route",)
+K_KEYS = ("K",)
+RISK_KEYS = ("r",)
+
+
+def _df_report():
+    """denoiseflow.report if DenoiseFlow is installed, else None."""
+    try:
+        from denoiseflow import report
+    except Exception:  # noqa: BLE001
+        return None
+    return report
+
+
+def _triggered(p: dict[str, Any]) -> bool | None:
+    ref = (p.get("trace") or {}).get("refinement")
+    return None if not isinstance(ref, dict) else bool(ref.get("triggered"))
+
+
+def _first(trace: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for k in keys:
+        if isinstance(trace, dict) and trace.get(k) is not None:
+            return trace[k]
+    return None
+
+
+def _preds(agg: Agg) -> list[dict[str, Any]]:
+    return [p for r in agg.scored for p in r.predictions()]
+
+
+def table3(root: Path, exp_name: str, benches: list[str], backbone: str, methods: list[str]):
+    t = Table(f"Table 3: efficiency, {backbone} (per problem, mean over seeds and benchmarks)",
+              ["Method", "Avg calls", "Avg tokens", "$ / problem", "Retry %", "Score"], label=f"tab:eff-{backbone}")
+    recs = []
+    for m in methods:
+        aggs = [load_runs(root, exp_name, b, m, backbone) for b in benches]
+        aggs = [a for a in aggs if a.mean is not None]
+        if not aggs:
+            continue
+        calls = sum(a.mean_of(lambda r: r.per_problem("calls")) for a in aggs) / len(aggs)
+        toks = sum(a.mean_of(lambda r: r.per_problem("tokens")) for a in aggs) / len(aggs)
+        usd = sum(a.mean_of(lambda r: r.per_problem("cost_usd")) for a in aggs) / len(aggs)
+        preds = [p for a in aggs for p in _preds(a)]
+        retr = [_triggered(p) for p in preds if _triggered(p) is not None]
+        retry_pct = 100 * sum(retr) / len(retr) if retr else None
+        score = sum(a.mean for a in aggs) / len(aggs)
+        t.rows.append([m, f"{calls:.2f}", f"{toks:.0f}", f"{usd:.5f}", fmt(retry_pct), fmt(score)])
+        recs.append({"table": 3, "backbone": backbone, "method": m, "calls": round(calls, 4), "tokens": round(toks, 1),
+                     "cost_usd": usd, "retry_pct": retry_pct, "score": round(score, 4),
+                     "benchmarks": " ".join(b for b, a in zip(benches, aggs)),
+                     "sources": ";".join(s for a in aggs for s in a.sources(root))})
+    t.notes = ["Benchmarks averaged: those each method has on disk. Retry %: share of problems that entered "
+               "refinement (DenoiseFlow trace refinement.triggered; — for methods without it). "
+               "$ is 0 on local backbones (no price)."]
+    return t, recs
+
+
+def table9_10(root: Path, exp_name: str, benches: list[str], backbone: str, method: str, thr: float = 0.5):
+    t9 = Table(f"Table 9: strategy distribution, {method}, {backbone}",
+               ["Benchmark", "Direct %", "Branch %", "Refine-route %", "Refinement %", "Avg K (Branch)", "n"],
+               label=f"tab:strategy-{backbone}")
+    t10 = Table(f"Table 10: refinement recovery, {method}, {backbone}",
+                ["Benchmark", "Triggered", "Recovered (verifier)", "Recovery %", "Correct after", "Avg retries"],
+                label=f"tab:recovery-{backbone}")
+    recs = []
+    rep = _df_report()
+    every: list[dict[str, Any]] = []
+    for b in [*benches, "all"]:
+        if b == "all":
+            if len([r for r in recs if r["table"] == 9]) < 2:
+                break
+            preds, agg = every, None
+        else:
+            agg = load_runs(root, exp_name, b, method, backbone)
+            preds = [p for p in _preds(agg) if isinstance(p.get("trace"), dict) and "route" in p["trace"]]
+            every += preds
+        if not preds or rep is None:
+            continue
+        a, c = rep.table9(preds), rep.table10(preds, thr)
+        t9.rows.append([b, fmt(a["direct_pct"]), fmt(a["branch_pct"]), fmt(a["refine_route_pct"]),
+                        fmt(a["refine_pct"]), fmt(a["avg_k_branch"], 2), str(len(preds))])
+        t10.rows.append([b, str(c["triggered"]), str(c["recovered_verifier"]),
+                         fmt(c["recovery_pct"]) if c["triggered"] else "—", str(c["correct_after"]),
+                         fmt(c["avg_retries"], 2) if c["triggered"] else "—"])
+        recs.append({"table": 9, "backbone": backbone, "method": method, "benchmark": b, "n": len(preds),
+                     "direct": a["direct_pct"], "branch": a["branch_pct"], "refine": a["refine_route_pct"],
+                     "avg_k": a["avg_k_branch"], "entered_correcting": c["triggered"],
+                     "recovered": c["recovered_verifier"], "sources": ";".join(agg.sources(root)) if agg else ""})
+    t9.notes.append("Direct/Branch: the initial routing decision; Branch includes the Refine route (as the paper's "
+                    "Table 9); Refinement %: problems that entered Stage-3 refinement. Computed by denoiseflow.report.")
+    t10.notes.append("Triggered: problems that entered refinement; Recovered: the verifier accepted a retry; Correct "
+                     "after: benchmark score ≥ 0.5 after refinement. Computed by denoiseflow.report.")
+    for t in (t9, t10):
+        if not t.rows:
+            t.notes.append(f"— no {method} traces under results/{exp_name}/ for {backbone} yet"
+                           + ("" if rep else " (denoiseflow is not importable)") + ".")
+    return t9, t10, recs
+
+
+def figure3(root: Path, exp_name: str, benches: list[str], backbone: str, methods: list[str], out: Path,
+            n_bins: int = 5, thr: float = 0.5):
+    """Risk vs success: per-problem points binned by risk; Spearman ρ of bin risk vs bin success rate."""
+    from scipy.stats import spearmanr
+
+    pyplot = plt()
+    fig, ax = pyplot.subplots(figsize=(5.2, 3.8))
+    stats = []
+    for m in methods:
+        pts = []
+        src = "risk"
+        for b in benches:
+            for p in _preds(load_runs(root, exp_name, b, m, backbone)):
+                if p.get("status", "ok") != "ok":
+                    continue
+                risk = _first(p.get("trace") or {}, RISK_KEYS)
+                if risk is None and p.get("confidence") is not None:
+                    risk, src = 1.0 - float(p["confidence"]), "1 − confidence"
+                if risk is not None:
+                    pts.append((float(risk), 1.0 if float(p["score"]) >= thr else 0.0))
+        if len(pts) < 2:
+            continue
+        pts.sort()
+        bins = [pts[i * len(pts) // n_bins:(i + 1) * len(pts) // n_bins] for i in range(n_bins)]
+        bins = [b for b in bins if b]
+        xs = [sum(r for r, _ in b) / len(b) for b in bins]
+        ys = [100 * sum(s for _, s in b) / len(b) for b in bins]
+        rho = spearmanr(xs, ys).statistic if len(set(xs)) > 1 and len(set(ys)) > 1 else float("nan")
+        # (denoiseflow.report.spearman gives the same rank correlation; scipy is already a core dependency)
+        rho_txt = "n/a" if rho != rho else f"{rho:+.2f}"
+        ax.plot(xs, ys, marker="o", lw=2.2 if m == "denoiseflow" else 1.2,
+                label=f"{m} ({src}): binned ρ={rho_txt}, n={len(pts)}")
+        stats.append({"table": "fig3", "backbone": backbone, "method": m, "risk_source": src, "n": len(pts),
+                      "binned_spearman": rho, "bins_risk": xs, "bins_success": ys})
+    if stats:
+        ax.set_xlabel("estimated risk (mean of equal-count bins)")
+        ax.set_ylabel("success rate (%)")
+        ax.set_ylim(-5, 105)
+        ax.set_xlim(-0.02, 1.02)
+        ax.legend(loc="best")
+    else:
+        empty_panel(ax, "no per-problem risk or confidence\non disk yet")
+    ax.set_title(f"Figure 3: risk vs success ({backbone})")
+    return save(fig, out), stats
+
+
+def table8(root: Path, exp_name: str) -> tuple[Table, list[dict[str, Any]]]:
+    benches = ["gsm8k", "math"]
+    configured = sorted(p.stem for p in (CONFIGS / "backbone").glob("*.yaml"))
+    on_disk = backbones_on_disk(root, exp_name)
+    t = Table("Table 8: cross-model, CoT vs DenoiseFlow (score %)",
+              ["Backbone", "CoT GSM8K", "CoT MATH", "DenoiseFlow GSM8K", "DenoiseFlow MATH", "Δ avg"],
+              label="tab:cross-model")
+    recs = []
+    for bb in sorted(set(configured) | set(on_disk), key=lambda b: (b != "gpt-4o-mini", b)):
+        cells, means = [bb], {}
+        for m in ("cot", "denoiseflow"):
+            for b in benches:
+                a = load_runs(root, exp_name, b, m, bb)
+                cells.append(fmt_pm(a.mean, a.std))
+                means[(m, b)] = a.mean
+                if a.mean is not None:
+                    recs.append({"table": 8, "backbone": bb, "method": m, "benchmark": b, "mean": a.mean,
+                                 "sources": ";".join(a.sources(root))})
+        d = [means[("denoiseflow", b)] - means[("cot", b)] for b in benches
+             if means[("denoiseflow", b)] is not None and means[("cot", b)] is not None]
+        cells.append(("+" if d and sum(d) >= 0 else "") + fmt(sum(d) / len(d)) if len(d) == 2 else "—")
+        t.rows.append(cells)
+    t.notes = ["Every backbone in configs/backbone/; — = not run on that backbone yet "
+               "(make cross-model BACKBONE=<name>). Numbers come from results/table1/."]
+    return t, recs
+
+
+def write_all(results_root: Path, exp_name: str = "table1") -> dict[str, Any]:
+    root = Path(results_root)
+    exp = load_experiment("table1")
+    benches = exp["benchmarks"]
+    out = root / "efficiency"
+    tables, recs, paths = [], [], []
+    order = [r["method"] for r in exp["rows"]]
+    methods = sorted(methods_on_disk(root, exp_name), key=lambda m: (order.index(m) if m in order else 99, m))
+    for bb in backbones_on_disk(root, exp_name) or ["local"]:
+        t3, r3 = table3(root, exp_name, benches, bb, methods)
+        t9, t10, r9 = table9_10(root, exp_name, benches, bb, "denoiseflow")
+        figs, stats = figure3(root, exp_name, benches, bb, methods, out / f"figure3-{bb}")
+        tables += [t3, t9, t10]
+        recs += r3 + r9 + stats
+        paths += figs
+    t8, r8 = table8(root, exp_name)
+    tables.append(t8)
+    recs += r8
+    md, tex = write_tables(out / "efficiency", tables, "# Tables 3, 8, 9, 10: regenerated from results/ by "
+                                                       "`python -m scripts.efficiency`\n")
+    write_csv(out / "efficiency.csv", recs, ["table", "backbone", "method", "benchmark", "calls", "tokens", "cost_usd",
+                                             "retry_pct", "score", "mean", "direct", "branch", "refine", "avg_k", "n",
+                                             "entered_correcting", "recovered", "risk_source", "binned_spearman",
+                                             "sources"])
+    paths = [md, tex, out / "efficiency.csv", *paths]
+    return {"tables": tables, "records": recs, "paths": paths}
+
+
+def main(argv: list[str] | None = None) -> None:
+    opts, rest = parse_args(list(sys.argv[1:] if argv is None else argv), {"results_root": "results",
+                                                                          "experiment": "table1"})
+    if rest:
+        raise SystemExit(f"unknown arguments {rest}")
+    res = write_all(Path(opts["results_root"]), opts["experiment"])
+    for t in res["tables"]:
+        print(t.to_markdown())
+    print("wrote " + ", ".join(map(str, res["paths"])))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,220 @@
+"""Plan and execute many runs in one process (so the embedded server starts once), skipping finished ones.
+
+A run is "finished" when its ``metrics.json`` says ``complete`` and its predictions cover every selected
+problem: such a run is not even opened (no backbone, no server). Anything else goes through
+:func:`harness.runner.run_spec`, which itself resumes problem by problem.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+CONFIGS = REPO / "configs"
+EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
+
+
+def load_experiment(name: str) -> dict[str, Any]:
+    path = EXPERIMENTS / f"{name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def method_config(name: str) -> dict[str, Any] | None:
+    """``configs/method/<name>.yaml`` if it exists (the test for "this method is implemented")."""
+    path = CONFIGS / "method" / f"{name}.yaml"
+    return yaml.safe_load(path.read_text(encoding="utf-8")) if path.exists() else None
+
+
+def method_folder(name: str) -> str:
+    """The result-folder name of method config ``name`` (its resolved ``method.name``)."""
+    try:
+        return str(compose([f"method={name}"])["method"]["name"])
+    except Exception:  # noqa: BLE001 - a config that does not compose still has a row
+        return name
+
+
+def root_defaults_have(group: str) -> bool:
+    doc = yaml.safe_load((CONFIGS / "config.yaml").read_text(encoding="utf-8"))
+    for d in doc.get("defaults", []):
+        if isinstance(d, dict) and group in d:
+            return True
+    return False
+
+
+def logger_override(logger: str | None) -> list[str]:
+    """``logger=wandb`` if the root config has a logger group default, else ``+logger=wandb``."""
+    if not logger or logger == "none":
+        return []
+    return [f"logger={logger}" if root_defaults_have("logger") else f"+logger={logger}"]
+
+
+def compose(overrides: list[str]) -> dict[str, Any]:
+    """The resolved root config for ``overrides`` (exactly as ``python -m harness.run`` would see them)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from omegaconf import OmegaConf
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
+        cfg = hydra_compose(config_name="config", overrides=overrides)
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def parse_args(argv: list[str], known: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``key=value`` arguments: keys in ``known`` are options of the script, the rest are Hydra overrides."""
+    opts = dict(known)
+    hydra_overrides: list[str] = []
+    for arg in argv:
+        if arg in ("-h", "--help"):
+            raise SystemExit(None)
+        key, sep, value = arg.partition("=")
+        if not sep:
+            raise SystemExit(f"argument {arg!r} is not key=value")
+        key = key.lstrip("-")
+        if key in known:
+            opts[key] = value
+        else:
+            hydra_overrides.append(arg)
+    return opts, hydra_overrides
+
+
+def csv_list(value: Any) -> list[str] | None:
+    if value is None or value == "" or value == "all":
+        return None
+    if isinstance(value, (list, tuple)):
+        return [str(v) for v in value]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+# ---- completeness -------------------------------------------------------------------------------------------
+
+_CONFIG_KEYS_THAT_CHANGE_ANSWERS = ("method", "sampling")
+
+
+def _same_run_config(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Keys whose values differ between a folder's config.yaml and the new run (problem selection excluded)."""
+    diffs = [k for k in _CONFIG_KEYS_THAT_CHANGE_ANSWERS if old.get(k) != new.get(k)]
+    ob, nb = dict(old.get("backbone") or {}), dict(new.get("backbone") or {})
+    if ob.get("sampling") != nb.get("sampling") or ob.get("model") != nb.get("model"):
+        diffs.append("backbone")
+    strip = {"limit", "sample"}
+    if {k: v for k, v in (old.get("benchmark") or {}).items() if k not in strip} != \
+            {k: v for k, v in (new.get("benchmark") or {}).items() if k not in strip}:
+        diffs.append("benchmark")
+    return diffs
+
+
+def run_state(spec) -> str:
+    """'done' (nothing to do), 'partial' (resume) or 'new'. Raises if the folder holds another configuration."""
+    from evaluators.base import build_benchmark
+    from harness.results import RunPaths, latest_by_id, read_jsonl_tolerant
+
+    paths = RunPaths(spec.out_dir)
+    if paths.config.exists():
+        old = yaml.safe_load(paths.config.read_text(encoding="utf-8")) or {}
+        diffs = _same_run_config(old, spec.full_config)
+        if diffs:
+            raise ValueError(f"{spec.out_dir} holds a run with different {', '.join(diffs)} settings; "
+                             "resuming would mix the two. Use another experiment=... or delete that folder.")
+    if not paths.metrics.exists():
+        return "partial" if paths.predictions.exists() else "new"
+    metrics = json.loads(paths.metrics.read_text(encoding="utf-8"))
+    problems, _ = build_benchmark(spec.benchmark_cfg).load()
+    done = {k for k, v in latest_by_id(read_jsonl_tolerant(paths.predictions)).items() if v.get("status") != "error"}
+    if metrics.get("complete") and {p.id for p in problems} <= done and metrics.get("selected") == len(problems):
+        return "done"
+    return "partial"
+
+
+# ---- execution ----------------------------------------------------------------------------------------------
+
+@dataclass
+class Planned:
+    label: str
+    overrides: list[str]
+    spec: Any = None
+    state: str = ""
+    error: str | None = None
+    metrics: dict[str, Any] | None = None
+    wall_s: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def plan(items: list[Planned], base_overrides: list[str]) -> list[Planned]:
+    from harness.runner import spec_from_config
+
+    for it in items:
+        try:
+            it.spec = spec_from_config(compose([*base_overrides, *it.overrides]))
+            it.state = run_state(it.spec)
+        except Exception as exc:  # noqa: BLE001 - a bad item is reported, the others still run
+            it.state, it.error = "invalid", f"{type(exc).__name__}: {exc}"
+    return items
+
+
+def execute(items: list[Planned], *, log: Callable[[str], None] = print,
+            on_done: Callable[[Planned], None] | None = None, keep_going: bool = True) -> list[Planned]:
+    """Run every planned item that is not done, one after another, in this process, sharing one server pool
+    (the embedded llama.cpp server starts once for all runs and stops at the end)."""
+    from harness.local_server import ServerPool
+
+    with ServerPool() as pool:
+        return _execute(items, pool, log, on_done, keep_going)
+
+
+def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
+             on_done: Callable[[Planned], None] | None, keep_going: bool) -> list[Planned]:
+    from harness.runner import run_spec
+
+    todo = [it for it in items if it.state in ("new", "partial")]
+    log(f"{len(items)} runs: {sum(it.state == 'done' for it in items)} already complete (skipped), "
+        f"{len(todo)} to run, {sum(it.state == 'invalid' for it in items)} invalid")
+    for it in items:
+        if it.state == "invalid":
+            log(f"  ! {it.label}: {it.error}")
+    for i, it in enumerate(todo, 1):
+        log(f"[{i}/{len(todo)}] {it.label} ({it.state})")
+        t0 = time.time()
+        try:
+            it.metrics = run_spec(it.spec, servers=pool)
+            it.state = "done" if it.metrics.get("complete") else "partial"
+        except KeyboardInterrupt:
+            log("interrupted: finished problems are saved; re-run the same command to resume")
+            raise
+        except Exception as exc:  # noqa: BLE001
+            it.state, it.error = "failed", f"{type(exc).__name__}: {exc}"
+            log(f"  ! {it.label} failed: {it.error}")
+            if not keep_going:
+                raise
+        it.wall_s = time.time() - t0
+        if it.metrics:
+            log(f"  score={it.metrics['score_pct']:.1f} n={it.metrics['n']} "
+                f"calls={it.metrics['totals']['calls']} wall={it.wall_s:.0f}s")
+        if on_done:
+            on_done(it)
+    return items
+
+
+def require_backbone_key(backbone: str) -> None:
+    """Fail before planning anything when the backbone needs an API key that is not set."""
+    import os
+
+    path = CONFIGS / "backbone" / f"{backbone}.yaml"
+    if not path.exists():
+        raise SystemExit(f"backbone={backbone!r}: no configs/backbone/{backbone}.yaml "
+                         f"(have: {', '.join(sorted(p.stem for p in (CONFIGS / 'backbone').glob('*.yaml')))})")
+    env = (yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("api_key_env")
+    if env and not os.environ.get(env):
+        raise SystemExit(f"backbone={backbone} needs the environment variable {env}: `export {env}=...` "
+                         "(or pick backbone=local, which needs no key)")
+
+
+def eprint(*a: Any) -> None:
+    print(*a, file=sys.stderr, flush=True)
