@@ -65,11 +65,12 @@ test-fast: install data
 test-slow: install-local install-embed data
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
-bench: install-local data
+bench: install-local install-embed data
 	$(PY) bench/overhead.py
 	$(PY) bench/replay.py
 	$(PY) bench/code_scoring.py
 	$(PY) bench/embedded.py
+	$(PY) bench/denoiseflow_cost.py
 
 clean-results:
 	rm -rf results/*/ .cache/responses.sqlite

@@ -1,0 +1,462 @@
+"""DenoiseFlow as a harness method: Sensing -> Regulating -> Correcting, with online calibration.
+
+One problem is one "workflow": Stage 1 senses its uncertainty from N understanding samples, Stage 2
+routes it (Direct / Branch / Refine) and selects a consensus answer, Stage 3 verifies and, on failure,
+localises the root cause in the plan's dependency graph and re-executes from there. The calibration
+temperature and the confidence history for the running-quantile thresholds live in
+:class:`CalibrationState`, updated only at the runner's window boundaries (see ``end_window``).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import numpy as np
+
+from denoiseflow import prompts as P
+from denoiseflow.calibration import CalibrationState, observe_window
+from denoiseflow.config import Options, method_name
+from denoiseflow.correcting import boost, enforce, failing_slots, localize
+from denoiseflow.jsonfix import parse_json
+from denoiseflow.regulating import (branch_width, choose, cluster_by_key, confidence, embedding_clusters, route,
+                                    score_clusters, thresholds)
+from denoiseflow.sensing import (DepGraph, build_graph, calibrate, cohesion, complexity_features, complexity_score,
+                                 compound_risk, fuse, graph_risk, medoid, normalized_entropy, plan_steps,
+                                 slot_aggregate, slot_value, step_uncertainty, threshold_clusters)
+from harness.context import ProblemContext
+from harness.types import Problem, Solution
+
+
+def _embedder_factory(kind: str):
+    def make():
+        if kind == "hash":
+            from harness.embedding import HashEmbedder
+
+            return HashEmbedder()
+        from harness.embedding import default_embedder
+
+        return default_embedder()
+    return make
+
+
+class _CountingEmbed:
+    """Per-problem view of the run's embedder: counts this problem's embedding calls and texts."""
+
+    def __init__(self, embedder: Any) -> None:
+        self.embedder = embedder
+        self.calls = 0
+        self.texts = 0
+        self.seconds = 0.0
+
+    def __call__(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        self.texts += len(texts)
+        t0 = time.perf_counter()
+        out = self.embedder.embed(texts)
+        self.seconds += time.perf_counter() - t0
+        return out
+
+
+def _understanding_text(obj: dict[str, Any] | None, raw: str) -> str:
+    if obj is None:
+        return raw.strip()[:2000] or "(empty)"
+    parts = []
+    for k, v in obj.items():
+        if isinstance(v, (list, dict)):
+            v = json.dumps(v, ensure_ascii=False)
+        parts.append(f"{k}: {v}")
+    return "\n".join(parts)[:2000]
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 4)
+
+
+class DenoiseFlow:
+    """The method object the runner builds from ``configs/method/denoiseflow.yaml``."""
+
+    def __init__(self, **params: Any) -> None:
+        self.opts = Options.build(params)
+        self.name = method_name(self.opts.variant)
+        self.window_size = self.opts.window_size
+        self.state = CalibrationState(T=self.opts.t_init)
+
+    # ---- stateful-method protocol (harness/runner.py) ----------------------------------------------
+    def end_window(self, outcomes: list[tuple[Problem, Solution]]) -> None:
+        records = []
+        for problem, sol in outcomes:  # problem order, whatever order they finished in
+            t = sol.trace or {}
+            if "r" not in t:
+                continue  # a problem that errored: no feedback
+            records.append({"id": problem.id, "confidence": t.get("confidence"), "r": t.get("r"),
+                            "passed": t.get("first_passed")})
+        observe_window(self.state, records, self.opts)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"calibration": self.state.to_dict(), "variant": self.opts.variant, "options": self.opts.resolved()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state.get("variant") not in (None, self.opts.variant):
+            raise ValueError(f"method_state.json is for variant {state.get('variant')}, not {self.opts.variant}")
+        self.state = CalibrationState.from_dict(state["calibration"])
+
+    # ---- solve ----------------------------------------------------------------------------------
+    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution:
+        opts = self.opts
+        T = self.state.T                              # frozen for the whole window
+        history = list(self.state.confidences)
+        bench = ctx.benchmark
+        domain = bench.domain if bench.domain in ("math", "code", "qa") else "qa"
+        rendered = bench.render(problem)
+        emb = _CountingEmbed(ctx.resource(f"embedder:{opts.embedder}", _embedder_factory(opts.embedder)))
+        slots = opts.slots_qa if domain == "qa" else opts.slots_math
+        tr: dict[str, Any] = {"variant": opts.variant, "T": round(T, 6), "domain": domain}
+
+        feats = complexity_features(rendered, domain)
+        cx = complexity_score(feats, opts.complexity_weights, domain)
+        tr["complexity"] = {"features": {k: round(v, 4) for k, v in feats.items()}, "score": round(cx, 4)}
+
+        # ---------------- Stage 1: Sensing ----------------
+        sense: dict[str, Any] | None = None
+        if opts.semantic_anchoring:
+            sense = await self._sense(problem, ctx, domain, rendered, emb, slots)
+            u_fused = fuse(sense["u"], sense["u_graph"], opts)
+            u_cal = calibrate(u_fused, T, opts.calibration_form)
+            f_slot = slot_aggregate(sense["u_slots"], opts)
+            r = compound_risk(u_cal, f_slot)
+            tr.update({"u": _r(sense["u"]), "u_slots": {k: _r(v) for k, v in sense["u_slots"].items()},
+                       "f_slot": _r(f_slot), "u_graph": _r(sense["u_graph"]), "u_fused": _r(u_fused),
+                       "u_cal": _r(u_cal), "understanding": sense["summary"],
+                       "graph": sense["graph"].to_dict() if sense["graph"] else None})
+        else:  # w/o SA: the complexity signal is the only uncertainty estimate
+            u_cal = calibrate(cx, T, opts.calibration_form)
+            r = u_cal
+            tr.update({"u": None, "u_slots": None, "f_slot": None, "u_graph": None, "u_fused": _r(cx),
+                       "u_cal": _r(u_cal), "understanding": None, "graph": None})
+        c = round(confidence(r, cx, opts), 6)  # the trace holds exactly what the history will hold
+        tau_low, tau_high, tsrc = thresholds(history, opts)
+        tr.update({"r": round(float(r), 6), "confidence": c,
+                   "thresholds": {"low": _r(tau_low), "high": _r(tau_high), "source": tsrc}})
+
+        # ---------------- Stage 2: Regulating ----------------
+        initial = route(c, tau_low, tau_high)
+        n_clusters = len(sense["clusters"]) if sense else 1
+        if opts.fixed_k:
+            rt, K = "branch", int(opts.fixed_k)
+        elif not opts.adaptive_branching:
+            rt, K = "direct", 1
+        elif initial == "direct":
+            rt, K = "direct", 1
+        elif initial == "refine":
+            rt, K = "refine", opts.k_max
+        else:
+            rt, K = "branch", branch_width(c, tau_low, tau_high, n_clusters, opts)
+        tr.update({"route_initial": initial, "route": rt, "K": K})
+
+        texts, seeds = await self._execute(problem, ctx, domain, rendered, sense, K)
+        chosen, consensus, verdicts = await self._consensus(problem, ctx, domain, rendered, sense, texts, emb)
+        tr["branches"] = [{"seed": s, "answer": consensus["keys"][i], "cluster": consensus["cluster_of"][i],
+                           "text_tail": texts[i][-300:]} for i, s in enumerate(seeds)]
+        tr["consensus"] = consensus["scores"]
+        tr["chosen_branch"] = chosen
+        answer = texts[chosen]
+        first = verdicts.get(chosen) or {"verdict": "UNKNOWN", "passed": None}
+        tr["first_verdict"] = first
+        tr["first_passed"] = first.get("passed")
+
+        # ---------------- Stage 3: Correcting ----------------
+        want = (first.get("passed") is False and opts.correction != "off"
+                and (rt != "direct" or opts.direct_on_fail == "refine"))
+        ref = {"triggered": bool(want), "attempts": [], "recovered": False}
+        if want:
+            answer, ref = await self._correct(problem, ctx, domain, rendered, sense, answer, first, slots, ref)
+        tr["refinement"] = ref
+        tr["retries"] = len(ref["attempts"])      # flat aliases read by scripts/efficiency.py
+        tr["risk"] = tr["r"]
+        tr["final_passed"] = ref["attempts"][-1]["passed"] if ref["attempts"] else first.get("passed")
+        tr["embedding"] = {"calls": emb.calls, "texts": emb.texts, "seconds": round(emb.seconds, 4),
+                           "model": getattr(emb.embedder, "name", "?")}
+        summ = ctx.summary()
+        tr["cost"] = {"calls": summ.calls, "prompt_tokens": summ.prompt_tokens,
+                      "completion_tokens": summ.completion_tokens, "cost_usd": summ.cost_usd,
+                      "by_stage": summ.by_stage}
+        return Solution(answer, confidence=c, trace=tr)
+
+    # ---- Stage 1 ----------------------------------------------------------------------------------
+    async def _sense(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str, emb: _CountingEmbed,
+                     slots: list[str]) -> dict[str, Any]:
+        opts = self.opts
+        if domain == "qa":
+            context, question = P.qa_parts(problem, rendered)
+            prompt = P.UNDERSTAND_QA.format(context=context, question=question)
+        else:
+            prompt = P.UNDERSTAND_MATH.format(problem_text=rendered)
+        sampling: dict[str, Any] = {"temperature": opts.sample_temperature}
+        if opts.sense_max_tokens:
+            sampling["max_tokens"] = opts.sense_max_tokens
+        outs = await ctx.generate([{"role": "user", "content": prompt}], stage="sense", n=opts.n_samples, **sampling)
+        parsed = [parse_json(o.text) for o in outs]
+        objs = [p[0] for p in parsed]
+        status = [p[1] for p in parsed]
+        utexts = [_understanding_text(o, out.text) for o, out in zip(objs, outs)]
+        vecs = emb(utexts)
+        clusters = threshold_clusters(vecs, opts.tau_sim)
+        u = normalized_entropy([len(c) for c in clusters], opts.entropy_norm)
+        meds = [medoid(vecs, c) for c in clusters]
+        primary = meds[0]
+
+        u_slots: dict[str, float] = {}
+        slot_vals: dict[str, list[str]] = {}
+        for s in slots:
+            vals = [slot_value(o, s) for o in objs]
+            slot_vals[s] = vals
+            sv = emb(vals)
+            u_slots[s] = normalized_entropy([len(c) for c in threshold_clusters(sv, opts.tau_sim)], opts.entropy_norm)
+
+        # dependency graph over the primary understanding's plan (steps / hops)
+        plans = [plan_steps(o, domain) for o in objs]
+        # the plan of the primary understanding; if it has none (e.g. truncated JSON), the first plan found
+        # in cluster order (medoids first); with no plan at all, one step standing for the whole problem
+        order = [primary] + [m for c, med in zip(clusters, meds) for m in [med, *c] if m != primary]
+        plan_of = next((i for i in order if plans[i]), None)
+        steps = plans[plan_of] if plan_of is not None else [f"Solve: {rendered[:200]}"]
+        step_vecs = emb(steps)
+        others = [emb(p) for i, p in enumerate(plans) if p and i != plan_of]
+        if others:
+            u_local = step_uncertainty(step_vecs, others, opts)
+        else:  # nothing to compare steps with: the global semantic entropy stands for each step
+            u_local = [u] * len(steps)
+        graph = build_graph(steps, step_vecs, u_local, opts)
+        summary = {"n": len(outs), "parse": {k: status.count(k) for k in ("ok", "repaired", "malformed")},
+                   "clusters": [len(c) for c in clusters], "cluster_members": clusters, "medoids": meds,
+                   "primary": primary, "plan_from": plan_of}
+        return {"objs": objs, "texts": utexts, "vecs": vecs, "clusters": clusters, "medoids": meds,
+                "u": u, "u_slots": u_slots, "slot_values": slot_vals, "graph": graph,
+                "u_graph": graph_risk(graph.u_prop, opts), "summary": summary}
+
+    # ---- Stage 2: execution -------------------------------------------------------------------------
+    def _solve_messages(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                        seed: dict[str, Any] | None) -> list[dict[str, str]]:
+        bench = ctx.benchmark
+        analysis = P.analysis_block(seed, domain)
+        form = slot_value(seed, "answer_form") if seed else "null"
+        form = form if form != "null" else {"math": "number", "code": "code", "qa": "short answer"}[domain]
+        if domain == "math":
+            text = P.SOLVE_MATH.format(problem_text=rendered, analysis=analysis, answer_form=form,
+                                       answer_instruction=bench.answer_instruction)
+        elif domain == "code":
+            text = P.SOLVE_CODE.format(problem_text=rendered, analysis=analysis,
+                                       function_signature=P.function_signature(problem, rendered),
+                                       answer_instruction=bench.answer_instruction)
+        else:
+            context, question = P.qa_parts(problem, rendered)
+            text = P.SOLVE_QA.format(context=context, question=question, analysis=analysis, answer_form=form,
+                                     answer_instruction=bench.answer_instruction)
+        return [{"role": "user", "content": text}]
+
+    def _seeds(self, sense: dict[str, Any] | None, K: int) -> list[tuple[str, dict[str, Any] | None]]:
+        """E.4: primary medoid, second cluster's medoid (if >= 2 members), conservative variant; the rest
+        are extra samples of the primary seed."""
+        if sense is None:
+            return [("plain", None)]
+        objs, clusters, meds = sense["objs"], sense["clusters"], sense["medoids"]
+        out: list[tuple[str, dict[str, Any] | None]] = [("primary", objs[meds[0]])]
+        if K > 1 and len(clusters) > 1 and len(clusters[1]) >= 2:
+            out.append(("alternative", objs[meds[1]]))
+        if K > len(out):
+            base = objs[meds[0]] or {}
+            keep = {s for s, v in sense["u_slots"].items() if v <= self.opts.conservative_max_u}
+            cons: dict[str, Any] = {}
+            for k, v in base.items():
+                if k == "outputs" and isinstance(v, dict):
+                    sub = {kk: vv for kk, vv in v.items() if kk in keep}
+                    if sub:
+                        cons[k] = sub
+                elif k in keep:
+                    cons[k] = v
+            out.append(("conservative", cons or None))
+        return out[:K]
+
+    async def _execute(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                       sense: dict[str, Any] | None, K: int) -> tuple[list[str], list[str]]:
+        seeds = self._seeds(sense, K)
+        stage = "solve" if K == 1 else "branch"
+        jobs = [ctx.generate(self._solve_messages(problem, ctx, domain, rendered, s), stage=stage)
+                for _, s in seeds]
+        extra = K - len(seeds)
+        if extra > 0:
+            jobs.append(ctx.generate(self._solve_messages(problem, ctx, domain, rendered, seeds[0][1]), stage=stage,
+                                     n=extra, sample_offset=1, temperature=self.opts.solve_temperature_extra))
+        res = await asyncio.gather(*jobs)
+        texts = [r[0].text for r in res[:len(seeds)]]
+        names = [n for n, _ in seeds]
+        if extra > 0:
+            texts += [c.text for c in res[-1]]
+            names += ["sample"] * extra
+        return texts, names
+
+    # ---- verification (G.3; code: public tests) ------------------------------------------------------
+    async def _verify(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                      sense: dict[str, Any] | None, text: str) -> dict[str, Any]:
+        bench = ctx.benchmark
+        if domain == "code":
+            res = await bench.run_public_tests(text, problem)
+            if res is None or not res.get("total"):
+                return {"verdict": "UNKNOWN", "passed": None, "reason": "no public tests", "source": "public-tests"}
+            fails = [r for r in res["results"] if not r.get("passed")]
+            reason = "; ".join(f"{r['test'][:150]} -> {r.get('status')} {str(r.get('error', ''))[-150:]}"
+                               for r in fails[:3])
+            ok = res["passed"] == res["total"]
+            return {"verdict": "PASS" if ok else "FAIL", "passed": ok, "validity": res["passed"] / res["total"],
+                    "reason": reason or "all public tests pass", "source": "public-tests",
+                    "tests": f"{res['passed']}/{res['total']}"}
+        form = "null"
+        if sense is not None:
+            form = slot_value(sense["objs"][sense["medoids"][0]], "answer_form")
+        if domain == "math":
+            prompt = P.VERIFY_MATH.format(problem_text=rendered, answer=text.strip()[-3000:],
+                                          answer_form=form if form != "null" else "number")
+        else:
+            context, question = P.qa_parts(problem, rendered)
+            extracted = None
+            try:
+                extracted = bench.extract(text, problem)[0]
+            except Exception:  # noqa: BLE001
+                pass
+            prompt = P.VERIFY_QA.format(context=context, question=question,
+                                        answer=str(extracted) if extracted else text.strip()[-1500:])
+        out = (await ctx.generate([{"role": "user", "content": prompt}], stage="verify", temperature=0.0))[0].text
+        obj, status = parse_json(out)
+        verdict = None
+        if obj is not None and isinstance(obj.get("verdict"), str):
+            verdict = obj["verdict"].strip().upper()
+        if verdict not in ("PASS", "FAIL"):
+            up = out.upper()
+            has_p, has_f = "PASS" in up, "FAIL" in up
+            verdict = "PASS" if has_p and not has_f else "FAIL" if has_f and not has_p else "UNKNOWN"
+            status = status if status != "ok" else "repaired"
+        passed = True if verdict == "PASS" else False if verdict == "FAIL" else None
+        v = {"verdict": verdict, "passed": passed, "parse": status, "source": "llm",
+             "reason": str((obj or {}).get("reason", ""))[:400] if obj else out.strip()[:400]}
+        if obj and isinstance(obj.get("checks"), dict):
+            v["checks"] = obj["checks"]
+        if obj and obj.get("confidence") is not None:
+            try:
+                v["confidence"] = float(obj["confidence"])
+            except (TypeError, ValueError):
+                pass
+        return v
+
+    # ---- consensus ---------------------------------------------------------------------------------
+    async def _consensus(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                         sense: dict[str, Any] | None, texts: list[str], emb: _CountingEmbed
+                         ) -> tuple[int, dict[str, Any], dict[int, dict[str, Any]]]:
+        opts, bench = self.opts, ctx.benchmark
+        keys: list[Any] = []
+        for t in texts:
+            try:
+                keys.append(bench.answer_key(bench.extract(t, problem)[0]))
+            except Exception:  # noqa: BLE001 - an unextractable answer is a None key
+                keys.append(None)
+        if len(texts) == 1:
+            v = await self._verify(problem, ctx, domain, rendered, sense, texts[0]) \
+                if (opts.verify_direct or domain == "code") else {"verdict": "UNKNOWN", "passed": None}
+            return 0, {"keys": [None if keys[0] is None else str(keys[0])[:120]], "cluster_of": [0],
+                       "scores": []}, {0: v}
+        vecs = emb([t[-2000:] or "(empty)" for t in texts])
+        if opts.answer_clustering == "embedding":
+            kvecs = emb([str(k) if k is not None else "" for k in keys])
+            clusters = embedding_clusters(kvecs, keys, opts.tau_sim)
+        else:
+            clusters = cluster_by_key(keys)
+        reps = [medoid(vecs, c) for c in clusters]
+        cohs = [cohesion(vecs, c, opts.singleton_cohesion) for c in clusters]
+        eligible = [i for i, c in enumerate(clusters) if keys[c[0]] is not None]
+        to_verify = eligible if domain == "code" else eligible[:opts.max_verify_clusters]
+        results = await asyncio.gather(*(self._verify(problem, ctx, domain, rendered, sense, texts[reps[i]])
+                                         for i in to_verify))
+        verdict_of = dict(zip(to_verify, results))
+        validity: list[float | None] = []
+        for i in range(len(clusters)):
+            v = verdict_of.get(i)
+            if v is None or v.get("passed") is None:
+                validity.append(None)
+            else:
+                validity.append(float(v.get("validity", 1.0 if v["passed"] else 0.0)))
+        scores = score_clusters(clusters, reps, keys, validity, cohs,
+                                [verdict_of[i]["verdict"] if i in verdict_of else None for i in range(len(clusters))],
+                                opts)
+        best = choose(scores)
+        bi = scores.index(best)
+        cluster_of = [0] * len(texts)
+        for ci, c in enumerate(clusters):
+            for m in c:
+                cluster_of[m] = ci
+        verdicts = {reps[i]: v for i, v in verdict_of.items()}
+        return best.representative, {"keys": [None if k is None else str(k)[:120] for k in keys],
+                                     "cluster_of": cluster_of, "scores": [s.to_dict() for s in scores],
+                                     "chosen_cluster": bi}, verdicts
+
+    # ---- Stage 3 ----------------------------------------------------------------------------------
+    async def _correct(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                       sense: dict[str, Any] | None, answer: str, first: dict[str, Any], slots: list[str],
+                       ref: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        opts, bench = self.opts, ctx.benchmark
+        graph: DepGraph | None = sense["graph"] if sense else None
+        u_local = list(graph.u) if graph else []
+        u_prop = list(graph.u_prop) if graph else []
+        u_slots = dict(sense["u_slots"]) if sense else {}
+        original, cur, ver = answer, answer, first
+        for attempt in range(opts.max_retries):
+            if ver.get("passed") is not False:
+                break
+            rec: dict[str, Any] = {"attempt": attempt + 1, "mode": opts.correction}
+            if opts.correction == "full_restart":
+                prompt = P.RESTART.format(problem_text=rendered, previous_answer=cur.strip()[-3000:],
+                                          verdict=ver.get("verdict"), failure_reason=ver.get("reason", ""),
+                                          answer_instruction=bench.answer_instruction)
+            else:
+                rc = localize(graph, opts.correction, u_prop or None)
+                rec["root_cause"] = rc.to_dict()
+                keep = ""
+                enforced_txt = ""
+                if opts.correction == "root_cause" and graph is not None:
+                    u_local, u_prop = boost(graph, u_local, rc.index, opts)
+                    fails = failing_slots(domain, ver, slots)
+                    u_slots = enforce(u_slots, fails, opts)
+                    rec["failing_slots"] = fails
+                    rec["u_prop_after"] = [_r(x) for x in u_prop]
+                    rec["u_slots_after"] = {k: _r(v) for k, v in u_slots.items()}
+                    rec["r_after"] = _r(compound_risk(calibrate(fuse(sense["u"], graph_risk(u_prop, opts), opts),
+                                                                self.state.T, opts.calibration_form),
+                                                      slot_aggregate(u_slots, opts)))
+                    flagged = [s for s, v in u_slots.items() if v >= opts.tau_enf]
+                    if flagged:
+                        lines = []
+                        for s in flagged:
+                            alts = list(dict.fromkeys(v for v in sense["slot_values"][s] if v != "null"))[:3]
+                            lines.append(f"  - {s}: " + (" | ".join(a[:150] for a in alts) or "unclear"))
+                        enforced_txt = ("- Uncertain aspects to re-check (readings seen):\n" + "\n".join(lines) + "\n")
+                if graph is not None and rc.index:
+                    keep = ("- Earlier steps that are not implicated (keep them):\n"
+                            + "\n".join(f"  {i + 1}. {s[:200]}" for i, s in enumerate(graph.steps[:rc.index])) + "\n")
+                step_no = "" if rc.index is None else f"step {rc.index + 1}: "
+                prompt = P.REFINE.format(problem_text=rendered, previous_answer=cur.strip()[-3000:],
+                                         verdict=ver.get("verdict"), failure_reason=ver.get("reason", ""),
+                                         root_cause=f"{step_no}{rc.step[:300]}"
+                                         + (" (highest influence on the failure)" if rc.method == "root_cause" else ""),
+                                         step_description=rc.step[:300], keep=keep, enforced=enforced_txt,
+                                         answer_instruction=bench.answer_instruction)
+            out = (await ctx.generate([{"role": "user", "content": prompt}], stage="refine", temperature=0.0))[0].text
+            ver = await self._verify(problem, ctx, domain, rendered, sense, out)
+            rec.update({"verdict": ver.get("verdict"), "passed": ver.get("passed"), "reason": ver.get("reason", "")[:300],
+                        "text_tail": out[-300:]})
+            ref["attempts"].append(rec)
+            cur = out
+        ref["recovered"] = bool(ref["attempts"]) and ver.get("passed") is True
+        ref["retries"] = len(ref["attempts"])
+        final = cur if (ver.get("passed") is True or opts.unrecovered_answer == "last") else original
+        ref["answer_from"] = "refined" if final is cur and ref["attempts"] else "original"
+        return final, ref
