@@ -7,7 +7,9 @@ filter) and ``score``. Everything else comes from ``configs/benchmark/*.yaml``.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable
@@ -50,8 +52,12 @@ class Benchmark:
         return root / splits[split]
 
     def load(self, root: str | Path | None = None) -> tuple[list[Problem], DataInfo]:
-        path = self.split_file(data_dir(root))
-        rows = self.filter_rows(read_jsonl(path))
+        if self.cfg.get("source", "files") == "hub":
+            rows, path, digest = self._hub_rows()
+        else:
+            path = self.split_file(data_dir(root))
+            rows, digest = read_jsonl(path), None
+        rows = self.filter_rows(rows)
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         # ids derive from the row's position in the file, so they do not move with limit/sample
@@ -59,9 +65,28 @@ class Benchmark:
         ids = [p.id for p in problems]
         if len(set(ids)) != len(ids):
             raise ValueError(f"benchmark {self.name}: duplicate problem ids in {path}")
-        info = DataInfo(file=str(path), sha256=sha256_file(path), total=len(rows), selected=len(problems),
-                        split=self.cfg["split"])
+        info = DataInfo(file=str(path), sha256=digest or sha256_file(Path(path)), total=len(rows),
+                        selected=len(problems), split=self.cfg["split"])
         return problems, info
+
+    def _hub_rows(self) -> tuple[list[dict[str, Any]], str, str]:
+        """Opt-in (``source: hub``): rows from the Hugging Face hub through ``datasets``; needs internet.
+
+        ``hub: {path, name, split}`` in the benchmark config names a dataset whose records have the
+        same fields as the files (e.g. openai/gsm8k, openai/openai_humaneval, google-research-datasets/mbpp,
+        HuggingFaceH4/MATH-500). The digest recorded is the sha256 of the rows as JSON lines.
+        """
+        hub = self.cfg.get("hub") or {}
+        if not hub.get("path"):
+            raise ValueError(f"benchmark {self.name}: source=hub needs benchmark.hub.path (a hub dataset id); "
+                             "this benchmark has no hub mapping, use source=files")
+        import datasets
+
+        ds = datasets.load_dataset(hub["path"], hub.get("name"), split=hub.get("split", "test"))
+        rows = [dict(r) for r in ds]
+        blob = "".join(json.dumps(r, sort_keys=True, default=str) + "\n" for r in rows).encode()
+        ident = f"hub:{hub['path']}/{hub.get('name') or ''}:{hub.get('split', 'test')}"
+        return rows, ident, hashlib.sha256(blob).hexdigest()
 
     def filter_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         return rows
