@@ -60,6 +60,7 @@ class CallRecord:
     temperature: float | None
     time: float = field(default_factory=time.time)
     error: str | None = None
+    retry_log: list[str] | None = None  # why each retry happened and how long it waited
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

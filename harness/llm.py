@@ -63,18 +63,19 @@ class LLMClient:
             else:
                 groups = [[i] for i in missing]
             fresh = await asyncio.gather(*(self._request(messages, per_sample_params[g[0]], g) for g in groups))
-            for group, (comps, latency, retries) in zip(groups, fresh):
+            for group, (comps, latency, retries, log) in zip(groups, fresh):
                 for idx, comp in zip(group, comps):
                     p = per_sample_params[idx]
                     self.cache.put(cache_key(self._backbone_id, messages, p, idx),
                                    {"completion": comp.to_dict(), "latency_s": latency / len(group)})
                     results[idx] = comp
+                    first = idx == group[0]
                     self._record(sink, problem_id, stage, comp, latency / len(group), False,
-                                 retries if idx == group[0] else 0, idx, p)
+                                 retries if first else 0, idx, p, log if first else None)
         return [results[i] for i in indices]
 
     async def _request(self, messages: list[Message], params: dict[str, Any],
-                       group: list[int]) -> tuple[list[Completion], float, int]:
+                       group: list[int]) -> tuple[list[Completion], float, int, list[str]]:
         async with self._sem:
             self.backbone_calls += 1
             res = await self.backbone.complete(messages, params, len(group))
@@ -83,10 +84,11 @@ class LLMClient:
             # A server that ignores n (llama.cpp) returns one choice: fetch the rest one by one.
             raise RuntimeError(f"backbone {self.backbone.name} returned {len(comps)} choices for n={len(group)};"
                                " set supports_n: false in its config")
-        return comps[: len(group)], res.latency_s, res.retries
+        return comps[: len(group)], res.latency_s, res.retries, res.retry_log
 
     def _record(self, sink: Callable[[CallRecord], None], problem_id: str, stage: str, comp: Completion,
-                latency: float, hit: bool, retries: int, idx: int, params: dict[str, Any]) -> None:
+                latency: float, hit: bool, retries: int, idx: int, params: dict[str, Any],
+                retry_log: list[str] | None = None) -> None:
         tokens = comp.prompt_tokens + comp.completion_tokens
         sink(CallRecord(
             run_id=self.run_id, problem_id=problem_id, method=self.method, stage=stage,
@@ -94,4 +96,5 @@ class LLMClient:
             completion_tokens=comp.completion_tokens, latency_s=round(latency, 4), cache_hit=hit,
             retries=retries, cost_usd=self.backbone.price.cost(comp.prompt_tokens, comp.completion_tokens),
             flops=flops_estimate(self.backbone.params, tokens), sample_index=idx,
-            seed=params.get("seed"), temperature=params.get("temperature"), time=time.time()))
+            seed=params.get("seed"), temperature=params.get("temperature"), time=time.time(),
+            retry_log=retry_log or None))
