@@ -38,7 +38,11 @@ def fake_server(delay: float) -> Iterator[str]:
         yield url
     finally:
         proc.terminate()
-        proc.wait(10)
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:  # uvicorn waits for in-flight requests
+            proc.kill()
+            proc.wait()
 
 
 def fake_backbone_overrides(url: str, concurrency: int) -> list[str]:

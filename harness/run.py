@@ -38,6 +38,8 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    # A shell starts background jobs with SIGINT ignored; a harness should still stop on `kill -INT`.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         metrics = run_from_config(cfg)
     except KeyboardInterrupt:

@@ -28,3 +28,40 @@ def test_cot_end_to_end(tmp_path, benchmark, n):
     # a finished run re-run: everything skipped, zero backbone calls, same numbers
     spec2, again = run_e2e(tmp_path, overrides)
     assert again["this_invocation"]["backbone_calls"] == 0 and again["score"] == metrics["score"]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_interrupt_keeps_finished_problems_and_the_rerun_continues(tmp_path, sig):
+    """Ctrl-C (or kill) halfway: what finished is on disk, the server stops, the same command resumes."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "harness.run", "method=cot", "benchmark=gsm8k", "limit=4", "backbone=local",
+           "backbone.sampling.max_tokens=96", f"results_root={tmp_path}/results", f"cache.path={tmp_path}/c.sqlite",
+           "runner.progress=false"]
+    env = {k: v for k, v in os.environ.items() if k != "AGENTIC_REPRO_LOCAL_URL"}
+    preds = tmp_path / "results/default/gsm8k/cot/local/seed=42/predictions.jsonl"
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and not (preds.exists() and preds.read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.5)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "re-run the same command to resume" in err
+    done = [json.loads(line) for line in preds.read_text().splitlines()]
+    assert 1 <= len(done) < 4
+    server_log = (preds.parent / "server.log").read_text()
+    assert "Uvicorn running" in server_log or "uvicorn" in server_log.lower()
+    # the re-run solves only what is left
+    again = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    line = json.loads(again.stdout.strip().splitlines()[-1])
+    assert line["n"] == 4 and line["backbone_calls"] == 4 - len(done)
