@@ -20,7 +20,6 @@ SMALL = ["method=denoiseflow", "backbone=local", "backbone.sampling.max_tokens=1
 
 
 def test_minilm_embedder_loads_offline():
-    pytest.importorskip("sentence_transformers")
     from harness.embedding import MiniLMEmbedder
 
     e = MiniLMEmbedder()
@@ -31,7 +30,6 @@ def test_minilm_embedder_loads_offline():
 
 @pytest.mark.parametrize("bench,n", [("gsm8k", 2), ("mbpp", 2), ("hotpotqa", 1)])  # HotpotQA: ~2k-token prompts
 def test_denoiseflow_end_to_end_writes_traces_and_report(tmp_path, bench, n, capsys):
-    pytest.importorskip("sentence_transformers")
     overrides = [*SMALL, f"benchmark={bench}", f"limit={n}"]
     if bench == "mbpp":
         overrides.append("benchmark.execute_code=true")

@@ -1,0 +1,13 @@
+"""Which method configs reproduce which paper table (for scripts such as ``make reproduce-table1``).
+
+Names are ``configs/method/<name>.yaml``. ``TABLE1`` lists DenoiseFlow Table 1's baselines that
+exist in ``baselines/``; ``EXTRA`` the baselines other target papers compare against (ToT in
+DynaGraph, Self-Reflection in AUQ), which ``make reproduce-table1`` runs as well.
+"""
+from __future__ import annotations
+
+SINGLE_AGENT = ["io", "cot", "cot_sc"]
+HAND_CRAFTED_MULTI_AGENT = ["self_refine", "llm_debate", "llm_blender", "dylan"]
+TABLE1 = SINGLE_AGENT + HAND_CRAFTED_MULTI_AGENT
+EXTRA = ["tot", "self_reflection", "self_reflection_step"]
+ALL = TABLE1 + EXTRA
