@@ -206,7 +206,7 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory):
-    pytest.importorskip("llama_cpp", reason="needs the `local` extra (make install-local)")
+    import llama_cpp  # noqa: F401  (the `local` extra; `make test` installs it)
     from harness.gguf_model import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]

@@ -364,7 +364,7 @@ def _humaneval_rows() -> list[dict[str, str]]:
     for path in (DATA / "humaneval" / "HumanEval.jsonl", SHARED / "humaneval" / "HumanEval.jsonl"):
         if path.is_file():
             return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    pytest.skip("HumanEval.jsonl not available")
+    raise FileNotFoundError("HumanEval.jsonl is missing: run `make data`")
 
 
 def test_humaneval_sample_canonical_pass_and_broken_fail() -> None:
