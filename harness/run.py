@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+from typing import Callable
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -14,8 +15,7 @@ from harness.runner import run_spec, spec_from_config
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, ValueError, KeyError, RuntimeError)
 
 
-def run_from_config(cfg: DictConfig) -> dict:
-    container = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True)
+def run_from_config(container: dict) -> dict:
     spec = spec_from_config(container)
     metrics = run_spec(spec)
     from harness.logging_wandb import WandbLogger
@@ -35,13 +35,14 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `kill` behaves like Ctrl-C: results stay on disk, servers are stopped
 
 
-@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> float:
+def guarded(body: Callable[[dict], dict], cfg: DictConfig) -> float:
+    """Run ``body`` on the resolved config as a command-line app: signals stop it cleanly, and errors a
+    user can fix print one line (exit 2) instead of a traceback. Shared by every Hydra app of the project."""
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     # A shell starts background jobs with SIGINT ignored; a harness should still stop on `kill -INT`.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        metrics = run_from_config(cfg)
+        metrics = body(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         print("interrupted: finished problems are saved; re-run the same command to resume", file=sys.stderr)
         raise SystemExit(130)
@@ -49,6 +50,11 @@ def main(cfg: DictConfig) -> float:
         print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(2)
     return float(metrics["score"])
+
+
+@hydra.main(config_path="../configs", config_name="config", version_base="1.3")
+def main(cfg: DictConfig) -> float:
+    return guarded(run_from_config, cfg)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ import os
 import sys
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 
 _POOL = None
@@ -70,17 +70,9 @@ def run_point(container: dict) -> dict:
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    from harness.run import USER_ERRORS
+    from harness.run import guarded
 
-    try:
-        metrics = run_point(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))  # type: ignore[arg-type]
-    except KeyboardInterrupt:
-        print("interrupted: finished problems are saved; re-run the same command to resume", file=sys.stderr)
-        raise SystemExit(130)
-    except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2)
-    return float(metrics["score"])
+    return guarded(run_point, cfg)
 
 
 if __name__ == "__main__":
