@@ -35,12 +35,17 @@ def _sigterm_as_interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt  # `kill` behaves like Ctrl-C: results stay on disk, servers are stopped
 
 
+def install_signal_handlers() -> None:
+    """SIGTERM and SIGINT both raise KeyboardInterrupt, so a killed run saves what is finished and stops
+    its servers. SIGINT is reset too: a shell starts background jobs with it ignored."""
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def guarded(body: Callable[[dict], dict], cfg: DictConfig) -> float:
     """Run ``body`` on the resolved config as a command-line app: signals stop it cleanly, and errors a
     user can fix print one line (exit 2) instead of a traceback. Shared by every Hydra app of the project."""
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    # A shell starts background jobs with SIGINT ignored; a harness should still stop on `kill -INT`.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    install_signal_handlers()
     try:
         metrics = body(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))  # type: ignore[arg-type]
     except KeyboardInterrupt:

@@ -140,6 +140,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    from harness.run import install_signal_handlers
+
+    install_signal_handlers()
     try:
         raise SystemExit(main())
     except KeyboardInterrupt:
