@@ -140,11 +140,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from harness.run import install_signal_handlers
+    from scripts.runs import run_cli
 
-    install_signal_handlers()
-    try:
-        raise SystemExit(main())
-    except KeyboardInterrupt:
-        eprint("interrupted: finished problems are saved; re-run the same command to resume")
-        raise SystemExit(130)
+    run_cli(main)

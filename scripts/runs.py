@@ -218,3 +218,15 @@ def require_backbone_key(backbone: str) -> None:
 
 def eprint(*a: Any) -> None:
     print(*a, file=sys.stderr, flush=True)
+
+
+def run_cli(main: Callable[[], int]) -> None:
+    """Entry point of a reporting script: SIGINT/SIGTERM stop it cleanly (finished problems stay on disk)."""
+    from harness.run import install_signal_handlers
+
+    install_signal_handlers()
+    try:
+        raise SystemExit(main())
+    except KeyboardInterrupt:
+        eprint("interrupted: finished problems are saved; re-run the same command to resume")
+        raise SystemExit(130)
