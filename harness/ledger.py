@@ -61,6 +61,7 @@ class CallRecord:
     time: float = field(default_factory=time.time)
     error: str | None = None
     retry_log: list[str] | None = None  # why each retry happened and how long it waited
+    finish_reason: str | None = None    # "stop" | "length" | ...: the reports check that answers were not cut
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

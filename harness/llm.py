@@ -97,4 +97,4 @@ class LLMClient:
             retries=retries, cost_usd=self.backbone.price.cost(comp.prompt_tokens, comp.completion_tokens),
             flops=flops_estimate(self.backbone.params, tokens), sample_index=idx,
             seed=params.get("seed"), temperature=params.get("temperature"), time=time.time(),
-            retry_log=retry_log or None))
+            retry_log=retry_log or None, finish_reason=comp.finish_reason))
