@@ -20,8 +20,8 @@ from denoiseflow.calibration import CalibrationState, observe_window
 from denoiseflow.config import Options, method_name
 from denoiseflow.correcting import boost, enforce, failing_slots, localize
 from denoiseflow.jsonfix import parse_json
-from denoiseflow.regulating import (branch_width, choose, cluster_by_key, confidence, embedding_clusters, route,
-                                    score_clusters, thresholds)
+from denoiseflow.regulating import (branch_width, cluster_by_key, confidence, embedding_clusters, route,
+                                    select_verified, thresholds)
 from denoiseflow.sensing import (DepGraph, build_graph, calibrate, cohesion, complexity_features, complexity_score,
                                  compound_risk, fuse, graph_risk, medoid, normalized_entropy, plan_steps,
                                  slot_aggregate, slot_value, step_uncertainty, threshold_clusters)
@@ -373,23 +373,11 @@ class DenoiseFlow:
             clusters = cluster_by_key(keys)
         reps = [medoid(vecs, c) for c in clusters]
         cohs = [cohesion(vecs, c, opts.singleton_cohesion) for c in clusters]
-        eligible = [i for i, c in enumerate(clusters) if keys[c[0]] is not None]
-        to_verify = eligible if domain == "code" else eligible[:opts.max_verify_clusters]
-        results = await asyncio.gather(*(self._verify(problem, ctx, domain, rendered, sense, texts[reps[i]])
-                                         for i in to_verify))
-        verdict_of = dict(zip(to_verify, results))
-        validity: list[float | None] = []
-        for i in range(len(clusters)):
-            v = verdict_of.get(i)
-            if v is None or v.get("passed") is None:
-                validity.append(None)
-            else:
-                validity.append(float(v.get("validity", 1.0 if v["passed"] else 0.0)))
-        scores = score_clusters(clusters, reps, keys, validity, cohs,
-                                [verdict_of[i]["verdict"] if i in verdict_of else None for i in range(len(clusters))],
-                                opts)
-        best = choose(scores)
-        bi = scores.index(best)
+        first_batch = len(clusters) if domain == "code" else opts.max_verify_clusters
+        bi, scores, verdict_of = await select_verified(
+            clusters, reps, keys, cohs,
+            lambda i: self._verify(problem, ctx, domain, rendered, sense, texts[reps[i]]), first_batch, opts)
+        best = scores[bi]
         cluster_of = [0] * len(texts)
         for ci, c in enumerate(clusters):
             for m in c:

@@ -1,9 +1,10 @@
 """Stage 2, Regulating: confidence, thresholds, routing, branch width and consensus scoring."""
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
@@ -106,9 +107,65 @@ def score_clusters(clusters: list[list[int]], reps: list[int], keys: Sequence[An
     return out
 
 
+def _rank(s: ClusterScore) -> tuple[float, int, int]:
+    return (round(s.score, 9), len(s.members), -s.members[0])
+
+
 def choose(scores: list[ClusterScore]) -> ClusterScore:
     """Highest score; ties go to the larger cluster, then the earlier one."""
-    return max(scores, key=lambda s: (round(s.score, 9), len(s.members), -s.members[0]))
+    return max(scores, key=_rank)
+
+
+async def select_verified(clusters: list[list[int]], reps: list[int], keys: Sequence[Any], cohesions: list[float],
+                          verify: Callable[[int], Awaitable[dict[str, Any]]], first_batch: int, opts: Options
+                          ) -> tuple[int, list[ClusterScore], dict[int, dict[str, Any]]]:
+    """Consensus that only a verified cluster can win.
+
+    The ``first_batch`` largest clusters with an extractable answer are verified first (one concurrent
+    batch). Then, while some unverified cluster could still win (its score with validity 1.0 reaches the
+    best verified score), those clusters are verified too. The choice is made among verified clusters
+    only, so an unverified cluster never beats a verified one, and the winner always has a verdict for
+    Stage 3 and for the calibration feedback. Returns (chosen cluster index, scores, verdict per cluster).
+    """
+    eligible = [i for i, c in enumerate(clusters) if keys[c[0]] is not None]
+    verdict_of: dict[int, dict[str, Any]] = {}
+
+    async def run(idx: list[int]) -> None:
+        results = await asyncio.gather(*(verify(i) for i in idx))
+        verdict_of.update(zip(idx, results))
+
+    def scored(optimistic: bool) -> list[ClusterScore]:
+        validity: list[float | None] = []
+        for i in range(len(clusters)):
+            v = verdict_of.get(i)
+            if v is None:
+                validity.append(1.0 if optimistic and i in eligible else None)
+            elif v.get("passed") is None:
+                validity.append(None)  # verified, verdict unreadable: unverified_validity
+            else:
+                validity.append(float(v.get("validity", 1.0 if v["passed"] else 0.0)))
+        verdicts = [verdict_of[i].get("verdict") if i in verdict_of else None for i in range(len(clusters))]
+        return score_clusters(clusters, reps, keys, validity, cohesions, verdicts, opts)
+
+    await run(eligible[:max(0, first_batch)])
+    while True:
+        pending = [i for i in eligible if i not in verdict_of]
+        if not pending:
+            break
+        real = scored(False)
+        if verdict_of:
+            best = max((real[i] for i in verdict_of), key=_rank)
+            opt = scored(True)
+            contenders = [i for i in pending if _rank(opt[i]) >= _rank(best)]
+        else:
+            contenders = pending[:1]
+        if not contenders:
+            break
+        await run(contenders)
+    scores = scored(False)
+    pool = list(verdict_of) or list(range(len(clusters)))
+    best_i = max(pool, key=lambda i: _rank(scores[i]))
+    return best_i, scores, verdict_of
 
 
 def embedding_clusters(vecs: np.ndarray, keys: Sequence[Any], tau: float) -> list[list[int]]:

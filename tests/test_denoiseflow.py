@@ -465,3 +465,67 @@ def test_code_verification_uses_public_tests_only(tmp_path, tiny_data):
         assert t["first_verdict"]["source"] == "public-tests" and t["first_passed"] is False
         assert t["refinement"]["recovered"] and "verify" not in p["cost_by_stage"]
         assert t["refinement"]["attempts"][0]["failing_slots"] == ["constraints", "answer_form"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Consensus: only a verified cluster can win (issue 9 §3, consensus bug)
+# ---------------------------------------------------------------------------------------------
+def test_select_verified_verifies_every_cluster_that_could_win():
+    from denoiseflow.regulating import select_verified
+
+    o = Options()
+    keys = ["11", "11", "11", "12", "12", "13", "14"]
+    clusters = cluster_by_key(keys)
+    assert [len(c) for c in clusters] == [3, 2, 1, 1]
+    reps = [c[0] for c in clusters]
+    cohs = [0.9, 0.9, 0.5, 0.5]
+    asked: list[int] = []
+
+    async def verify(i):
+        asked.append(i)
+        return {"verdict": "FAIL", "passed": False}
+
+    best, scores, verdicts = asyncio.run(select_verified(clusters, reps, keys, cohs, verify, 3, o))
+    # the unverified singleton "14" (validity 0.5 would have scored 0.39 > 0.33) is verified too
+    assert sorted(asked) == [0, 1, 2, 3] and set(verdicts) == {0, 1, 2, 3}
+    assert verdicts[best]["passed"] is False and scores[best].key == "11"
+    # a passing cluster among the first batch stops further verification: nothing else can beat it
+    asked.clear()
+
+    async def verify_pass_first(i):
+        asked.append(i)
+        return {"verdict": "PASS" if i == 0 else "FAIL", "passed": i == 0}
+
+    best, _, verdicts = asyncio.run(select_verified(clusters, reps, keys, cohs, verify_pass_first, 3, o))
+    assert best == 0 and sorted(asked) == [0, 1, 2]
+
+
+def test_consensus_bug_hard_problem_with_four_clusters_reaches_stage_3(tmp_path, tiny_data):
+    """>= 4 answer clusters, the 3 verified ones fail: before the fix an unverified singleton won with
+    verdict UNKNOWN, so Stage 3 and the calibration feedback were skipped."""
+    def script(messages, sampling):
+        m = messages[-1]["content"]
+        i = int(re.search(r"What is (\d+)\+", m).group(1))
+        if "You are analyzing a question" in m:
+            return json.dumps({"question_type": "factoid", "answer_form": "number",
+                               "required_hops": [{"hop": 1, "info": "add"}, {"hop": 2, "info": "report"}],
+                               "key_entities": ["x"], "reasoning_chain": "add"})
+        if "Verify if the answer" in m:
+            ans = re.search(r"Candidate Answer: (.*)", m).group(1).strip()
+            return json.dumps({"verdict": "PASS" if ans == str(2 * i) else "FAIL", "reason": "checked"})
+        if "failed verification" in m:
+            return f"ANSWER: {2 * i}"
+        if sampling.get("temperature", 0) == 0:
+            return "ANSWER: 101"
+        c = sampling["choice"] if "choice" in sampling else 0
+        seed = int(sampling.get("seed") or 0)
+        return "ANSWER: " + ["101", "101", "102", "102", "103", "104"][(seed + c) % 6]
+
+    _, _, preds, state, _ = run_variant(tmp_path, "fixed_k7", limit=1, backbone=ScriptedBackbone(script))
+    t = preds["p0"]["trace"]
+    assert len(t["consensus"]) >= 4
+    verified = [c for c in t["consensus"] if c["verdict"] is not None]
+    assert len(verified) == len([c for c in t["consensus"] if c["key"] is not None]) >= 4
+    assert t["first_verdict"]["verdict"] == "FAIL" and t["first_passed"] is False
+    assert t["refinement"]["triggered"] and preds["p0"]["score"] == 1.0
+    assert state["state"]["calibration"]["feedback"]  # the verdict reached the calibration
