@@ -9,6 +9,7 @@ temperature and the confidence history for the running-quantile thresholds live 
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import time
 from typing import Any
@@ -27,6 +28,29 @@ from denoiseflow.sensing import (DepGraph, build_graph, calibrate, cohesion, com
                                  slot_aggregate, slot_value, step_uncertainty, threshold_clusters)
 from harness.context import ProblemContext
 from harness.types import Problem, Solution
+
+
+EMBED_INSTALL = "make install-embed  (or: pip install -e '.[embed]')"
+
+
+def check_embedder(kind: str) -> None:
+    """Fail before the run starts when the configured embedder cannot be built.
+
+    Without it every problem would error in Stage 1; the run must stop with the install command
+    instead. Cheap: looks the packages and the model folder up, loads nothing.
+    """
+    if kind != "minilm":
+        return
+    missing = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RuntimeError(f"DenoiseFlow needs the all-MiniLM-L6-v2 embedder (A.2), but {', '.join(missing)} "
+                           f"is not installed: run `{EMBED_INSTALL}`")
+    from harness.embedding import model_dir
+
+    try:
+        model_dir()
+    except RuntimeError as exc:
+        raise RuntimeError(f"DenoiseFlow needs the all-MiniLM-L6-v2 embedder (A.2): {exc}") from exc
 
 
 def _embedder_factory(kind: str):
@@ -79,9 +103,16 @@ class DenoiseFlow:
 
     def __init__(self, **params: Any) -> None:
         self.opts = Options.build(params)
+        check_embedder(self.opts.embedder)   # before the run starts, not once per problem
         self.name = method_name(self.opts.variant)
         self.window_size = self.opts.window_size
         self.state = CalibrationState(T=self.opts.t_init)
+
+    async def preflight(self, ctx: Any) -> None:
+        """Build the run's embedder and embed one text, so a broken install (e.g. a torch that fails to
+        load) stops the run before any problem. ``ctx`` is the run context (it has ``resource``)."""
+        emb = ctx.resource(f"embedder:{self.opts.embedder}", _embedder_factory(self.opts.embedder))
+        await asyncio.to_thread(emb.embed, ["preflight"])
 
     # ---- stateful-method protocol (harness/runner.py) ----------------------------------------------
     def end_window(self, outcomes: list[tuple[Problem, Solution]]) -> None:

