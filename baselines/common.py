@@ -34,7 +34,8 @@ def answer_key(ctx: ProblemContext, text: str) -> Hashable | None:
 
 
 # extraction rules that only *guess* an answer from unmarked text (see evaluators/extract.py)
-FALLBACK_RULES = frozenset({"none", "empty", "last_number", "last_math", "last_line", "raw", "fence_unterminated"})
+FALLBACK_RULES = frozenset({"none", "empty", "last_number", "protocol_last_number", "last_math", "last_line", "raw",
+                            "fence_unterminated"})
 
 
 def has_final_answer(ctx: ProblemContext, text: str) -> bool:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import re
 import textwrap
 
-EXTRACTION_VERSION = "1"
+EXTRACTION_VERSION = "2"  # 2: GSM8K protocol reading (last_number_protocol) added
 
 __all__ = [
-    "EXTRACTION_VERSION", "gsm8k_gold", "last_number", "last_boxed", "extract_code",
+    "EXTRACTION_VERSION", "gsm8k_gold", "last_number", "last_number_protocol", "last_boxed", "extract_code",
     "extract_short_answer", "normalize_number", "boxed_contents",
 ]
 
@@ -141,7 +141,7 @@ def last_boxed(text: str) -> tuple[str | None, str]:
 # ---- GSM8K numbers ----------------------------------------------------------------------------
 
 def last_number(text: str) -> tuple[str | None, str]:
-    """The final number of a GSM8K-style answer.
+    """The final number of a GSM8K-style answer, read flexibly (``benchmark.extract=flexible``).
 
     Rules, first that applies wins: ``boxed`` (last number inside the last ``\\boxed{}``:
     small models box even when asked for ####), ``hash`` (first number after the last
@@ -169,6 +169,30 @@ def last_number(text: str) -> tuple[str | None, str]:
     if nums:
         return nums[-1], "last_number"
     return None, "none"
+
+
+# The AFlow/DenoiseFlow protocol's number: ASCII sign, digits with optional thousands groups,
+# optional decimals; nothing else (no U+2212 minus, no fractions, no look-behind).
+_PROTOCOL_NUM_RE = re.compile(r"[-+]?\d+(?:,\d{3})*(?:\.\d+)?|\d+\.\d+")
+
+
+def last_number_protocol(text: str) -> tuple[str | None, str]:
+    """GSM8K as the AFlow/DenoiseFlow protocol reads it: the **last number** of the whole output.
+
+    The rule of AFlow's ``GSM8KBenchmark.extract_number`` (FoundationAgents/AFlow,
+    ``benchmarks/gsm8k.py``), which DenoiseFlow A.4 adopts: the last match of an ASCII-signed
+    decimal with optional thousands commas, commas stripped. Consequences kept on purpose
+    (they are the protocol): ``\boxed{}``, ``####`` and "answer is" have no priority; U+2212
+    (``−5``) is not a minus sign, so it reads ``5``; ``3/4`` reads ``4``; ``x2`` reads ``2``.
+    Rule names: ``protocol_last_number`` or ``none``. :func:`last_number` is the flexible reading.
+    """
+    matches = _PROTOCOL_NUM_RE.findall(text or "")
+    if not matches:
+        return None, "none"
+    value = matches[-1].replace(",", "")
+    if value.startswith("+"):
+        value = value[1:]
+    return value, "protocol_last_number"
 
 
 # ---- code -------------------------------------------------------------------------------------

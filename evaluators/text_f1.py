@@ -14,7 +14,7 @@ import string
 from collections import Counter
 from typing import Sequence
 
-__all__ = ["normalize_answer", "token_f1", "max_f1", "drop_f1_aflow", "drop_f1_official", "drop_em_f1_official"]
+__all__ = ["normalize_answer", "token_f1", "max_f1", "hotpot_f1_official", "drop_f1_aflow", "drop_f1_official", "drop_em_f1_official"]
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
@@ -43,6 +43,27 @@ def token_f1(pred: str, gold: str) -> float:
 def max_f1(pred: str, golds: Sequence[str]) -> float:
     """Best token F1 of ``pred`` over several acceptable answers (0.0 when there are none)."""
     return max((token_f1(pred, g) for g in golds), default=0.0)
+
+
+_HOTPOT_SPECIAL = ("yes", "no", "noanswer")
+
+
+def hotpot_f1_official(pred: str, gold: str) -> float:
+    """HotpotQA's official answer F1 (``hotpot_evaluate_v1.py``, re-implemented from its definition).
+
+    Differs from SQuAD F1 in one rule: when either side normalises to ``yes``, ``no`` or
+    ``noanswer`` and the two normalised strings differ, F1 is 0 (so "yes it is" scores 0 against
+    "yes", where SQuAD F1 gives 0.5). Empty sides score 0 (no common tokens).
+    """
+    p, g = normalize_answer(pred), normalize_answer(gold)
+    if (p in _HOTPOT_SPECIAL or g in _HOTPOT_SPECIAL) and p != g:
+        return 0.0
+    pt, gt = p.split(), g.split()
+    same = sum((Counter(pt) & Counter(gt)).values())
+    if same == 0:
+        return 0.0
+    precision, recall = same / len(pt), same / len(gt)
+    return 2 * precision * recall / (precision + recall)
 
 
 def drop_f1_aflow(pred: str, ref_text: str) -> float:

@@ -7,7 +7,7 @@ from evaluators import extract as ex
 
 
 def test_version_is_recorded() -> None:
-    assert ex.EXTRACTION_VERSION == "1"
+    assert ex.EXTRACTION_VERSION == "2"
 
 
 @pytest.mark.parametrize("answer, gold", [
@@ -113,3 +113,23 @@ def test_extract_code_raw_untagged_unterminated_and_indented() -> None:
 ])
 def test_extract_short_answer(text: str, value: str, rule: str) -> None:
     assert ex.extract_short_answer(text) == (value, rule)
+
+
+# ---- GSM8K protocol reading (AFlow/DenoiseFlow A.4: the last number of the output) ----------
+
+@pytest.mark.parametrize("text, value", [
+    ("so 3 + 4 = 7 and then 7 * 2 = 14. The answer is 14.", "14"),
+    ("The answer is 18. Check: 18 - 2 = 16", "16"),          # no "answer is" priority: last number wins
+    ("It is 5, so the answer is \\boxed{18}. Then 20.", "20"),  # no \\boxed{} priority either
+    ("Total: $1,234.50 in all.", "1234.50"),
+    ("#### 1,000,000", "1000000"),
+    ("she has -5 dollars", "-5"),
+    ("she has \u22125 dollars", "5"),                          # U+2212 is not a minus in the protocol regex
+    ("He ate 3/4 of the pie", "4"),                            # no fractions
+    ("x2 is the label", "2"),                                  # no look-behind
+    ("+7 degrees", "7"),
+    ("no numbers here", None),
+    ("", None),
+])
+def test_last_number_protocol(text: str, value: str | None) -> None:
+    assert ex.last_number_protocol(text) == (value, "protocol_last_number" if value is not None else "none")

@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from evaluators import text_f1
-from evaluators.text_f1 import (drop_em_f1_official, drop_f1_aflow, drop_f1_official, max_f1, normalize_answer,
-                                token_f1)
+from evaluators.text_f1 import (drop_em_f1_official, drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1,
+                                normalize_answer, token_f1)
 
 
 def test_normalize_answer() -> None:
@@ -81,3 +81,30 @@ def test_alignment_without_scipy(monkeypatch: pytest.MonkeyPatch) -> None:
     pairs = text_f1._assign([[0.1, 0.9], [0.8, 0.7], [0.0, 0.0]])
     assert sorted(pairs) == [(0, 1), (1, 0)]
     assert drop_em_f1_official(["Alice", "Bob"], [["Bob", "Carol"]]) == (0.0, 0.5)
+
+
+def test_hotpot_official_yes_no_rule() -> None:
+    # "yes it is" vs "yes": SQuAD F1 P = 1/3, R = 1 -> 0.5; the official rule zeroes it (sides differ, one is "yes")
+    assert token_f1("yes it is", "yes") == pytest.approx(0.5)
+    assert hotpot_f1_official("yes it is", "yes") == 0.0
+    assert hotpot_f1_official("Yes.", "yes") == 1.0
+    assert hotpot_f1_official("no", "yes") == 0.0
+    # the rule also applies when the PREDICTION is the special token: "no" vs "no way": SQuAD 2/3, official 0
+    assert token_f1("no", "no way") == pytest.approx(2 / 3)
+    assert hotpot_f1_official("no", "no way") == 0.0
+    # otherwise it is SQuAD F1: [cat, sat] vs [cat, sat, down] -> 0.8
+    assert hotpot_f1_official("the cat sat", "a cat sat down") == pytest.approx(0.8)
+    assert hotpot_f1_official("", "") == 0.0  # the official script has no "both empty" case: no common token
+
+
+def test_hotpotqa_score_reports_both_f1() -> None:
+    import asyncio
+
+    from evaluators.qa_tasks import HotpotQA
+    from harness.types import Problem
+
+    bench = HotpotQA({"name": "hotpotqa"})
+    problem = Problem(id="h1", index=0, fields={"question": "q", "context": ""}, gold="yes", benchmark="hotpotqa")
+    score = asyncio.run(bench.score("Answer: yes it is", problem))
+    assert score.value == pytest.approx(0.5)  # the A.4 headline
+    assert score.details["f1_official"] == 0.0
