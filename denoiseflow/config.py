@@ -13,7 +13,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "full": {},
     "wo_sa": {"semantic_anchoring": False},
     "wo_ab": {"adaptive_branching": False},
-    "wo_clr": {"correction": "off"},
+    "wo_clr": {"correction": "reexplore"},
     "wo_oc": {"online_calibration": False},
     "fixed_k7": {"fixed_k": 7},
     "full_restart": {"correction": "full_restart"},
@@ -45,7 +45,7 @@ class Options:
     variant: str = "full"
     semantic_anchoring: bool = True        # SA: Stage-1 understanding samples, slots, dependency graph
     adaptive_branching: bool = True        # AB: Branch route and consensus
-    correction: str = "root_cause"         # CLR: root_cause | local_retry | full_restart | off
+    correction: str = "root_cause"         # CLR: root_cause | local_retry | full_restart | reexplore | off
     online_calibration: bool = True        # OC: temperature updates from verifier feedback
     fixed_k: int | None = None             # Fixed K: every problem branches with exactly this K
 
@@ -84,19 +84,23 @@ class Options:
 
     # ---- Regulating ----
     confidence_form: str = "linear"        # linear: (1-r)(1-w*complexity) | sigmoid: s((1-r-b)/s0)
-    complexity_weight: float = 0.2
+    complexity_weight: float = 0.0         # 0: c = 1 - r exactly (App. I: 0.12->0.88, 0.45->0.55, 0.38->0.62)
     sigmoid_bias: float = 0.5
     sigmoid_scale: float = 0.15
     thresholds: str = "quantile"           # quantile | fixed
-    tau_high: float = 0.6                  # fixed thresholds (also the cold start of quantile mode)
+    tau_high: float = 0.75                 # fixed thresholds (also the cold start of quantile mode);
+    #                                        App. I needs 0.62 < tau_high <= 0.88 and tau_low <= 0.55
     tau_low: float = 0.3
     q_high: float = 0.75                   # quantile of past confidences for Direct
     q_low: float = 0.25                    # quantile of past confidences for Refine
     quantile_min_history: int = 8
     quantile_min_gap: float = 0.02         # degenerate quantiles fall back to the fixed thresholds
-    k_rule: str = "interpolate"            # interpolate (2 at tau_high .. K_max at tau_low) | linear | clusters
+    k_rule: str = "clusters"               # clusters (#semantic clusters, capped at K_max; App. I.2/I.4) |
+    #                                        interpolate (k_min at tau_high .. K_max at tau_low) | linear
     k_min: int = 2
     refine_route_k: str = "k_max"          # Refine route branches with K_max before Correcting
+    refine_route_stage3: str = "always"    # always (§3.5: the Refine regime enters Stage 3) | on_fail
+    solve_analysis: bool = True            # G.2 + "Problem analysis" block carrying the E.4 seed (False: G.2 verbatim)
     conservative_max_u: float = 0.5        # conservative seed keeps slots with u_s <= this
     answer_clustering: str = "key"         # key (benchmark answer_key) | embedding (tau_sim on answers)
     consensus_alpha: float = 0.5           # validity
@@ -113,6 +117,9 @@ class Options:
     tau_enf: float = 0.7                   # E.5 enforcement floor on failing slots
     u_boost: float = 1.0                   # E.5
     unrecovered_answer: str = "original"   # original | last : answer when no retry passes verification
+    reroute: str = "branch"                # branch: the boosted root-cause step is re-routed (K_after branches) | single
+    refine_keep_steps: bool = False        # G.4 + "earlier steps not implicated (keep them)" block (False: G.4 verbatim)
+    refine_enforced_slots: bool = False    # G.4 + "uncertain aspects to re-check" block (False: G.4 verbatim)
 
     # ---- online calibration (D.1-D.3) ----
     window_size: int = 8
@@ -151,7 +158,8 @@ class Options:
                    "fuse": {"mean", "noisy_or", "max"}, "calibration_form": {"power", "scale"},
                    "confidence_form": {"linear", "sigmoid"}, "thresholds": {"quantile", "fixed"},
                    "k_rule": {"interpolate", "linear", "clusters"}, "answer_clustering": {"key", "embedding"},
-                   "correction": {"root_cause", "local_retry", "full_restart", "off"},
+                   "correction": {"root_cause", "local_retry", "full_restart", "reexplore", "off"},
+                   "refine_route_stage3": {"always", "on_fail"}, "reroute": {"branch", "single"},
                    "direct_on_fail": {"refine", "accept"}, "unrecovered_answer": {"original", "last"},
                    "refine_route_k": {"k_max"}, "embedder": {"minilm", "hash"}}
         for name, allowed in choices.items():

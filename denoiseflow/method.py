@@ -198,11 +198,16 @@ class DenoiseFlow:
         tr["first_passed"] = first.get("passed")
 
         # ---------------- Stage 3: Correcting ----------------
-        want = (first.get("passed") is False and opts.correction != "off"
-                and (rt != "direct" or opts.direct_on_fail == "refine"))
-        ref = {"triggered": bool(want), "attempts": [], "recovered": False}
+        failed = first.get("passed") is False
+        regime = rt == "refine" and opts.refine_route_stage3 == "always"   # §3.5: the Refine regime enters Stage 3
+        want = opts.correction != "off" and (regime or (failed and (rt != "direct" or opts.direct_on_fail == "refine")))
+        ref = {"triggered": bool(want), "attempts": [], "recovered": False,
+               "trigger": None if not want else ("verification-failed" if failed else "refine-route")}
         if want:
-            answer, ref = await self._correct(problem, ctx, domain, rendered, sense, answer, first, slots, ref)
+            route_ctx = {"c": c, "r": float(r), "tau_low": tau_low, "tau_high": tau_high, "n_clusters": n_clusters,
+                         "complexity": cx, "T": T, "regime": regime and not failed}
+            answer, ref = await self._correct(problem, ctx, domain, rendered, sense, answer, first, slots, ref,
+                                              route_ctx, emb)
         tr["refinement"] = ref
         tr["retries"] = len(ref["attempts"])      # flat aliases read by scripts/efficiency.py
         tr["risk"] = tr["r"]
@@ -217,7 +222,7 @@ class DenoiseFlow:
 
     # ---- Stage 1 ----------------------------------------------------------------------------------
     async def _sense(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str, emb: _CountingEmbed,
-                     slots: list[str]) -> dict[str, Any]:
+                     slots: list[str], *, stage: str = "sense", sample_offset: int = 0) -> dict[str, Any]:
         opts = self.opts
         if domain == "qa":
             context, question = P.qa_parts(problem, rendered)
@@ -227,7 +232,8 @@ class DenoiseFlow:
         sampling: dict[str, Any] = {"temperature": opts.sample_temperature}
         if opts.sense_max_tokens:
             sampling["max_tokens"] = opts.sense_max_tokens
-        outs = await ctx.generate([{"role": "user", "content": prompt}], stage="sense", n=opts.n_samples, **sampling)
+        outs = await ctx.generate([{"role": "user", "content": prompt}], stage=stage, n=opts.n_samples,
+                                  sample_offset=sample_offset, **sampling)
         parsed = [parse_json(o.text) for o in outs]
         objs = [p[0] for p in parsed]
         status = [p[1] for p in parsed]
@@ -269,9 +275,9 @@ class DenoiseFlow:
 
     # ---- Stage 2: execution -------------------------------------------------------------------------
     def _solve_messages(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
-                        seed: dict[str, Any] | None) -> list[dict[str, str]]:
+                        seed: dict[str, Any] | None, memory: str = "") -> list[dict[str, str]]:
         bench = ctx.benchmark
-        analysis = P.analysis_block(seed, domain)
+        analysis = P.analysis_block(seed, domain) if self.opts.solve_analysis else ""
         form = slot_value(seed, "answer_form") if seed else "null"
         form = form if form != "null" else {"math": "number", "code": "code", "qa": "short answer"}[domain]
         if domain == "math":
@@ -285,7 +291,7 @@ class DenoiseFlow:
             context, question = P.qa_parts(problem, rendered)
             text = P.SOLVE_QA.format(context=context, question=question, analysis=analysis, answer_form=form,
                                      answer_instruction=bench.answer_instruction)
-        return [{"role": "user", "content": text}]
+        return [{"role": "user", "content": text + memory}]
 
     def _seeds(self, sense: dict[str, Any] | None, K: int) -> list[tuple[str, dict[str, Any] | None]]:
         """E.4: primary medoid, second cluster's medoid (if >= 2 members), conservative variant; the rest
@@ -311,21 +317,41 @@ class DenoiseFlow:
         return out[:K]
 
     async def _execute(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
-                       sense: dict[str, Any] | None, K: int) -> tuple[list[str], list[str]]:
+                       sense: dict[str, Any] | None, K: int, *, stage: str | None = None, sample_offset: int = 0,
+                       memory: str = "", sampled: bool = False) -> tuple[list[str], list[str]]:
+        """K solutions: one greedy call per distinct E.4 seed prompt, the rest sampled at
+        ``solve_temperature_extra`` with distinct sample indices (identical prompts never repeat a
+        greedy call). ``sampled``: every solution is sampled, from index ``sample_offset`` on (re-exploration)."""
         seeds = self._seeds(sense, K)
-        stage = "solve" if K == 1 else "branch"
-        jobs = [ctx.generate(self._solve_messages(problem, ctx, domain, rendered, s), stage=stage)
-                for _, s in seeds]
-        extra = K - len(seeds)
-        if extra > 0:
-            jobs.append(ctx.generate(self._solve_messages(problem, ctx, domain, rendered, seeds[0][1]), stage=stage,
-                                     n=extra, sample_offset=1, temperature=self.opts.solve_temperature_extra))
-        res = await asyncio.gather(*jobs)
-        texts = [r[0].text for r in res[:len(seeds)]]
+        stage = stage or ("solve" if K == 1 else "branch")
+        msgs = [self._solve_messages(problem, ctx, domain, rendered, s, memory) for _, s in seeds]
         names = [n for n, _ in seeds]
-        if extra > 0:
-            texts += [c.text for c in res[-1]]
-            names += ["sample"] * extra
+        while len(msgs) < K:  # the rest: further samples of the primary seed
+            msgs.append(msgs[0])
+            names.append("sample")
+        groups: dict[str, list[int]] = {}
+        for i, m in enumerate(msgs):
+            groups.setdefault(json.dumps(m), []).append(i)
+        jobs, slots_of = [], []
+        t_extra = self.opts.solve_temperature_extra
+        for members in groups.values():
+            m = msgs[members[0]]
+            if sampled:
+                jobs.append(ctx.generate(m, stage=stage, n=len(members), sample_offset=sample_offset,
+                                         temperature=t_extra))
+                slots_of.append(members)
+                continue
+            jobs.append(ctx.generate(m, stage=stage))
+            slots_of.append(members[:1])
+            if len(members) > 1:
+                jobs.append(ctx.generate(m, stage=stage, n=len(members) - 1, sample_offset=sample_offset + 1,
+                                         temperature=t_extra))
+                slots_of.append(members[1:])
+        res = await asyncio.gather(*jobs)
+        texts = [""] * K
+        for members, comps in zip(slots_of, res):
+            for i, comp in zip(members, comps):
+                texts[i] = comp.text
         return texts, names
 
     # ---- verification (G.3; code: public tests) ------------------------------------------------------
@@ -421,61 +447,162 @@ class DenoiseFlow:
     # ---- Stage 3 ----------------------------------------------------------------------------------
     async def _correct(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
                        sense: dict[str, Any] | None, answer: str, first: dict[str, Any], slots: list[str],
-                       ref: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        opts, bench = self.opts, ctx.benchmark
+                       ref: dict[str, Any], rc_ctx: dict[str, Any], emb: _CountingEmbed) -> tuple[str, dict[str, Any]]:
+        """At most R attempts, each verified. ``root_cause`` / ``local_retry``: G.4 refinement (root_cause:
+        boost + enforce (E.5), then the root-cause step is re-routed: regenerated with K_after branches);
+        ``reexplore`` (w/o CLR): a fresh K_max re-branch; ``full_restart``: a fresh Stage 1 and Stage 2
+        with the failed attempt as Reflexion memory."""
+        opts = self.opts
         graph: DepGraph | None = sense["graph"] if sense else None
-        u_local = list(graph.u) if graph else []
-        u_prop = list(graph.u_prop) if graph else []
-        u_slots = dict(sense["u_slots"]) if sense else {}
+        risk = {"u_local": list(graph.u) if graph else [], "u_prop": list(graph.u_prop) if graph else [],
+                "u_slots": dict(sense["u_slots"]) if sense else {}, "r": rc_ctx["r"]}
         original, cur, ver = answer, answer, first
         for attempt in range(opts.max_retries):
-            if ver.get("passed") is not False:
+            if attempt > 0 and ver.get("passed") is not False:
                 break
-            rec: dict[str, Any] = {"attempt": attempt + 1, "mode": opts.correction}
-            if opts.correction == "full_restart":
-                prompt = P.RESTART.format(problem_text=rendered, previous_answer=cur.strip()[-3000:],
-                                          verdict=ver.get("verdict"), failure_reason=ver.get("reason", ""),
-                                          answer_instruction=bench.answer_instruction)
+            rec: dict[str, Any] = {"attempt": attempt + 1, "mode": opts.correction, "r_before": _r(risk["r"])}
+            if attempt == 0 and rc_ctx.get("regime"):
+                shown = dict(ver, verdict=f"{ver.get('verdict')} but low confidence (c = {rc_ctx['c']:.2f} < "
+                                          f"tau_l = {rc_ctx['tau_low']:.2f}: Refine regime)")
             else:
-                rc = localize(graph, opts.correction, u_prop or None)
-                rec["root_cause"] = rc.to_dict()
-                keep = ""
-                enforced_txt = ""
-                if opts.correction == "root_cause" and graph is not None:
-                    u_local, u_prop = boost(graph, u_local, rc.index, opts)
-                    fails = failing_slots(domain, ver, slots)
-                    u_slots = enforce(u_slots, fails, opts)
-                    rec["failing_slots"] = fails
-                    rec["u_prop_after"] = [_r(x) for x in u_prop]
-                    rec["u_slots_after"] = {k: _r(v) for k, v in u_slots.items()}
-                    rec["r_after"] = _r(compound_risk(calibrate(fuse(sense["u"], graph_risk(u_prop, opts), opts),
-                                                                self.state.T, opts.calibration_form),
-                                                      slot_aggregate(u_slots, opts)))
-                    flagged = [s for s, v in u_slots.items() if v >= opts.tau_enf]
-                    if flagged:
-                        lines = []
-                        for s in flagged:
-                            alts = list(dict.fromkeys(v for v in sense["slot_values"][s] if v != "null"))[:3]
-                            lines.append(f"  - {s}: " + (" | ".join(a[:150] for a in alts) or "unclear"))
-                        enforced_txt = ("- Uncertain aspects to re-check (readings seen):\n" + "\n".join(lines) + "\n")
-                if graph is not None and rc.index:
-                    keep = ("- Earlier steps that are not implicated (keep them):\n"
-                            + "\n".join(f"  {i + 1}. {s[:200]}" for i, s in enumerate(graph.steps[:rc.index])) + "\n")
-                step_no = "" if rc.index is None else f"step {rc.index + 1}: "
-                prompt = P.REFINE.format(problem_text=rendered, previous_answer=cur.strip()[-3000:],
-                                         verdict=ver.get("verdict"), failure_reason=ver.get("reason", ""),
-                                         root_cause=f"{step_no}{rc.step[:300]}"
-                                         + (" (highest influence on the failure)" if rc.method == "root_cause" else ""),
-                                         step_description=rc.step[:300], keep=keep, enforced=enforced_txt,
-                                         answer_instruction=bench.answer_instruction)
-            out = (await ctx.generate([{"role": "user", "content": prompt}], stage="refine", temperature=0.0))[0].text
-            ver = await self._verify(problem, ctx, domain, rendered, sense, out)
-            rec.update({"verdict": ver.get("verdict"), "passed": ver.get("passed"), "reason": ver.get("reason", "")[:300],
-                        "text_tail": out[-300:]})
+                shown = ver
+            if opts.correction == "full_restart":
+                out, ver = await self._restart(problem, ctx, domain, rendered, slots, emb, cur, shown, attempt, rec)
+            elif opts.correction == "reexplore":
+                out, ver = await self._reexplore(problem, ctx, domain, rendered, sense, emb, attempt, rec)
+            else:
+                out, ver = await self._refine(problem, ctx, domain, rendered, sense, emb, cur, shown, slots,
+                                              risk, rc_ctx, attempt, rec)
+            rec.update({"verdict": ver.get("verdict"), "passed": ver.get("passed"),
+                        "reason": str(ver.get("reason", ""))[:300], "text_tail": out[-300:]})
             ref["attempts"].append(rec)
             cur = out
         ref["recovered"] = bool(ref["attempts"]) and ver.get("passed") is True
         ref["retries"] = len(ref["attempts"])
-        final = cur if (ver.get("passed") is True or opts.unrecovered_answer == "last") else original
-        ref["answer_from"] = "refined" if final is cur and ref["attempts"] else "original"
+        if ver.get("passed") is True:
+            final = cur
+        elif first.get("passed") is True:
+            final = original   # Refine regime: the consensus had passed, the refinements did not
+        else:
+            final = cur if opts.unrecovered_answer == "last" else original
+        ref["answer_from"] = "refined" if final is cur and ref["attempts"] and final is not original else "original"
         return final, ref
+
+    async def _branch_select(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                             sense: dict[str, Any] | None, texts: list[str], emb: _CountingEmbed
+                             ) -> tuple[str, dict[str, Any], dict[str, Any]]:
+        """(chosen text, its verdict, consensus summary) over candidate texts; one candidate is just verified."""
+        if len(texts) == 1:
+            v = await self._verify(problem, ctx, domain, rendered, sense, texts[0])
+            return texts[0], v, {"K": 1}
+        chosen, cons, verdicts = await self._consensus(problem, ctx, domain, rendered, sense, texts, emb)
+        v = verdicts.get(chosen) or {"verdict": "UNKNOWN", "passed": None}
+        return texts[chosen], v, {"K": len(texts), "keys": cons["keys"], "scores": cons["scores"],
+                                  "chosen_branch": chosen}
+
+    async def _refine(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                      sense: dict[str, Any] | None, emb: _CountingEmbed, cur: str, ver: dict[str, Any],
+                      slots: list[str], risk: dict[str, Any], rc_ctx: dict[str, Any], attempt: int,
+                      rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """G.4 root-cause refinement (or Local Retry). With ``root_cause`` the boosted step is re-routed
+        (E.5 changes what happens next): r_after gives c_after, the Stage-2 rule gives the route and K_after,
+        and the step is regenerated with K_after branches, selected by verified consensus."""
+        opts, bench = self.opts, ctx.benchmark
+        graph: DepGraph | None = sense["graph"] if sense else None
+        rc = localize(graph, opts.correction, risk["u_prop"] or None)
+        rec["root_cause"] = rc.to_dict()
+        K_after = 1
+        enforced_txt = ""
+        if opts.correction == "root_cause" and graph is not None:
+            risk["u_local"], risk["u_prop"] = boost(graph, risk["u_local"], rc.index, opts)
+            fails = failing_slots(domain, ver, slots)
+            risk["u_slots"] = enforce(risk["u_slots"], fails, opts)
+            r_after = compound_risk(calibrate(fuse(sense["u"], graph_risk(risk["u_prop"], opts), opts),
+                                              rc_ctx["T"], opts.calibration_form),
+                                    slot_aggregate(risk["u_slots"], opts))
+            risk["r"] = r_after
+            c_after = confidence(r_after, rc_ctx["complexity"], opts)
+            route_after = route(c_after, rc_ctx["tau_low"], rc_ctx["tau_high"])
+            if opts.reroute == "branch":
+                K_after = (1 if route_after == "direct" else opts.k_max if route_after == "refine"
+                           else branch_width(c_after, rc_ctx["tau_low"], rc_ctx["tau_high"], rc_ctx["n_clusters"], opts))
+            rec.update({"failing_slots": fails, "u_prop_after": [_r(x) for x in risk["u_prop"]],
+                        "u_slots_after": {k: _r(v) for k, v in risk["u_slots"].items()}, "r_after": _r(r_after),
+                        "c_after": _r(c_after), "route_after": route_after})
+            flagged = [s for s, v in risk["u_slots"].items() if v >= opts.tau_enf]
+            if flagged and opts.refine_enforced_slots:
+                lines = []
+                for s in flagged:
+                    alts = list(dict.fromkeys(v for v in sense["slot_values"][s] if v != "null"))[:3]
+                    lines.append(f"  - {s}: " + (" | ".join(a[:150] for a in alts) or "unclear"))
+                enforced_txt = "- Uncertain aspects to re-check (readings seen):\n" + "\n".join(lines) + "\n"
+        rec["K_after"] = K_after
+        keep = ""
+        if opts.refine_keep_steps and graph is not None and rc.index:
+            keep = ("- Earlier steps that are not implicated (keep them):\n"
+                    + "\n".join(f"  {i + 1}. {s[:200]}" for i, s in enumerate(graph.steps[:rc.index])) + "\n")
+        step_no = "" if rc.index is None else f"step {rc.index + 1}: "
+        prompt = P.REFINE.format(problem_text=rendered, previous_answer=cur.strip()[-3000:],
+                                 verdict=ver.get("verdict"), failure_reason=ver.get("reason", ""),
+                                 root_cause=f"{step_no}{rc.step[:300]}"
+                                 + (" (highest influence on the failure)" if rc.method == "root_cause" else ""),
+                                 step_description=rc.step[:300], keep=keep, enforced=enforced_txt,
+                                 answer_instruction=bench.answer_instruction)
+        msgs = [{"role": "user", "content": prompt}]
+        jobs = [ctx.generate(msgs, stage="refine", temperature=0.0)]
+        if K_after > 1:
+            jobs.append(ctx.generate(msgs, stage="refine", n=K_after - 1, sample_offset=1,
+                                     temperature=opts.solve_temperature_extra))
+        res = await asyncio.gather(*jobs)
+        texts = [c.text for r in res for c in r]
+        out, v, cons = await self._branch_select(problem, ctx, domain, rendered, sense, texts, emb)
+        if K_after > 1:
+            rec["branches"] = cons
+        return out, v
+
+    async def _reexplore(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+                         sense: dict[str, Any] | None, emb: _CountingEmbed, attempt: int,
+                         rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """w/o CLR: no diagnosis; a failed verification falls back to a fresh re-branch with K_max
+        sampled solutions (new sample indices each attempt), selected by verified consensus."""
+        K = self.opts.k_max
+        texts, _ = await self._execute(problem, ctx, domain, rendered, sense, K, stage="reexplore",
+                                       sample_offset=1000 * (attempt + 1), sampled=True)
+        out, v, cons = await self._branch_select(problem, ctx, domain, rendered, sense, texts, emb)
+        rec["K_after"] = K
+        rec["branches"] = cons
+        return out, v
+
+    async def _restart(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str, slots: list[str],
+                       emb: _CountingEmbed, cur: str, ver: dict[str, Any], attempt: int,
+                       rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        """Full Restart (Reflexion-style): regenerate the whole solution from scratch: a fresh Stage 1
+        (new understanding samples), fresh routing and branching, with the failed attempt and the verifier's
+        reason as the Reflexion memory in every solution prompt. No root cause, no uncertainty reshaping."""
+        opts = self.opts
+        memory = "\n\n" + P.RESTART_MEMORY.format(previous_answer=cur.strip()[-3000:], verdict=ver.get("verdict"),
+                                                  failure_reason=ver.get("reason", ""))
+        sense = None
+        if opts.semantic_anchoring:
+            sense = await self._sense(problem, ctx, domain, rendered, emb, slots, stage="restart_sense",
+                                      sample_offset=opts.n_samples * (attempt + 1))
+        T = self.state.T
+        feats = complexity_features(rendered, domain)
+        cx = complexity_score(feats, opts.complexity_weights, domain)
+        if sense is not None:
+            r = compound_risk(calibrate(fuse(sense["u"], sense["u_graph"], opts), T, opts.calibration_form),
+                              slot_aggregate(sense["u_slots"], opts))
+        else:
+            r = calibrate(cx, T, opts.calibration_form)
+        c = confidence(r, cx, opts)
+        tau_low, tau_high, _ = thresholds(list(self.state.confidences), opts)
+        rt = route(c, tau_low, tau_high)
+        n_clusters = len(sense["clusters"]) if sense else 1
+        K = 1 if (rt == "direct" or not opts.adaptive_branching) else opts.k_max if rt == "refine" \
+            else branch_width(c, tau_low, tau_high, n_clusters, opts)
+        if opts.fixed_k:
+            K = int(opts.fixed_k)
+        texts, _ = await self._execute(problem, ctx, domain, rendered, sense, K, stage="restart", memory=memory)
+        out, v, cons = await self._branch_select(problem, ctx, domain, rendered, sense, texts, emb)
+        rec.update({"r_after": _r(r), "c_after": _r(c), "route_after": rt, "K_after": K, "branches": cons})
+        return out, v

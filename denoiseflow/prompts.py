@@ -2,6 +2,9 @@
 
 Wording follows the appendix; where our benchmarks need a fixed answer format for scoring, the
 benchmark's ``answer_instruction`` is appended (it is part of every method's prompt in this harness).
+Two additions are named options (``denoiseflow/README.md``): the "Problem analysis" block in G.2
+(``solve_analysis``: it carries the E.4 branch seed) and the "keep earlier steps" / "uncertain aspects"
+blocks in G.4 (``refine_keep_steps``, ``refine_enforced_slots``). Off, the prompt is the appendix text.
 """
 from __future__ import annotations
 
@@ -154,20 +157,13 @@ Instructions:
 
 Corrected solution:"""
 
-# Full Restart ablation (Reflexion-style global regeneration): no localisation, start over.
-RESTART = """The previous solution failed verification.
-
-Problem: {problem_text}
-
+# Full Restart ablation (Reflexion-style global regeneration): appended to every solution prompt of the
+# fresh Stage 1 + Stage 2 run as its episodic memory; no localisation.
+RESTART_MEMORY = """Memory of a previous attempt that failed verification:
 Previous Attempt: {previous_answer}
-
 Verdict: {verdict}
 Reason: {failure_reason}
-
-Reflect briefly on what went wrong, then solve the whole problem again from the beginning.
-{answer_instruction}
-
-New solution:"""
+Reflect briefly on what went wrong, then solve the whole problem again from the beginning."""
 
 
 def qa_parts(problem: Problem, rendered: str) -> tuple[str, str]:

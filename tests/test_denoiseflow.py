@@ -103,7 +103,7 @@ def test_routing_boundaries_and_branch_width():
     assert route(0.5999, 0.3, 0.6) == "branch"
     assert route(0.3, 0.3, 0.6) == "branch"
     assert route(0.2999, 0.3, 0.6) == "refine"
-    o = Options(k_max=7, k_min=2)
+    o = Options(k_max=7, k_min=2, k_rule="interpolate")
     assert branch_width(0.6, 0.3, 0.6, 1, o) == 2
     assert branch_width(0.3, 0.3, 0.6, 1, o) == 7
     ks = [branch_width(c, 0.3, 0.6, 1, o) for c in (0.59, 0.5, 0.4, 0.31)]
@@ -111,6 +111,9 @@ def test_routing_boundaries_and_branch_width():
     lin = Options(k_rule="linear")
     assert branch_width(0.9, 0.3, 0.6, 1, lin) == 2 and branch_width(0.0, 0.3, 0.6, 1, lin) == 7
     assert branch_width(0.5, 0.3, 0.6, 4, Options(k_rule="clusters")) == 4
+    # the default: K = number of semantic clusters, at least k_min (a branch has >= 2 paths), capped at K_max
+    assert Options().k_rule == "clusters"
+    assert [branch_width(0.5, 0.3, 0.6, n, Options()) for n in (1, 2, 3, 9)] == [2, 2, 3, 7]
 
 
 def test_thresholds_fixed_cold_start_and_running_quantiles():
@@ -124,6 +127,7 @@ def test_thresholds_fixed_cold_start_and_running_quantiles():
     assert thresholds(hist, Options(thresholds="fixed"))[:2] == (Options().tau_low, Options().tau_high)
     assert confidence(0.2, 0.0, Options()) == pytest.approx(0.8)
     assert confidence(0.2, 1.0, Options(complexity_weight=0.5)) == pytest.approx(0.4)
+    assert confidence(0.2, 1.0, Options()) == pytest.approx(0.8)  # default: c = 1 - r, complexity unused
 
 
 def test_consensus_prefers_verified_cluster_over_a_larger_failing_one():
@@ -368,8 +372,14 @@ def test_each_ablation_switch_really_disables_its_part(tmp_path, tiny_data, vari
         assert all(p["trace"]["K"] == 1 and p["trace"]["route"] == "direct" for p in preds.values())
         assert calls("refine") > 0  # correcting still runs
     elif variant == "wo_clr":
+        # no diagnosis and no G.4 refinement: a failed verification falls back to a fresh K_max re-branch
         assert calls("refine") == 0 and calls("refine", full) > 0
-        assert preds["p1"]["trace"]["first_passed"] is False and not preds["p1"]["trace"]["refinement"]["triggered"]
+        p1 = preds["p1"]["trace"]
+        assert p1["first_passed"] is False and p1["refinement"]["triggered"]
+        assert stage_calls(preds["p1"], "reexplore") == 7 * len(p1["refinement"]["attempts"])
+        assert all("root_cause" not in a and a["mode"] == "reexplore" for a in p1["refinement"]["attempts"])
+        # re-exploration costs more than root-cause refinement (Table 2: +13 %)
+        assert sum(p["calls"] for p in preds.values()) > sum(p["calls"] for p in full.values())
     elif variant == "wo_oc":
         assert {u["T_after"] for u in state["state"]["calibration"]["updates"]} == {1.0}
         assert all(p["trace"]["T"] == 1.0 for p in preds.values())
@@ -377,16 +387,26 @@ def test_each_ablation_switch_really_disables_its_part(tmp_path, tiny_data, vari
         assert all(stage_calls(p, "branch") == 7 and p["trace"]["K"] == 7 for p in preds.values())
         assert sum(p["calls"] for p in preds.values()) > sum(p["calls"] for p in full.values())
     elif variant == "full_restart":
-        refine_prompts = [m[-1]["content"] for m, s, n in bb.requests if "failed verification" in m[-1]["content"]]
-        assert refine_prompts and all("solve the whole problem again" in x for x in refine_prompts)
+        # a fresh Stage 1 (N new understanding samples) and Stage 2 with the failed attempt as memory
+        assert calls("refine") == 0
+        for pid in ("p1", "p3"):
+            n_att = len(preds[pid]["trace"]["refinement"]["attempts"])
+            assert stage_calls(preds[pid], "restart_sense") == 5 * n_att and stage_calls(preds[pid], "restart") >= n_att
+        restart_prompts = [m[-1]["content"] for m, s, n in bb.requests if "Memory of a previous attempt" in m[-1]["content"]]
+        assert restart_prompts and all("solve the whole problem again" in x for x in restart_prompts)
+        restart_sense = [s for m, s, n in bb.requests if "You are analyzing" in m[-1]["content"]
+                         and "What is 1+" in m[-1]["content"]]
+        assert len({s["seed"] for s in restart_sense}) == 10  # fresh samples, not the cached Stage-1 ones
         att = preds["p1"]["trace"]["refinement"]["attempts"][0]
-        assert att["mode"] == "full_restart" and "root_cause" not in att
+        assert att["mode"] == "full_restart" and "root_cause" not in att and "u_prop_after" not in att
+        assert sum(p["calls"] for p in preds.values()) != sum(p["calls"] for p in full.values())
     elif variant == "local_retry":
         att = preds["p1"]["trace"]["refinement"]["attempts"][0]
         g = preds["p1"]["trace"]["graph"]
         assert att["root_cause"]["method"] == "local_retry"
         assert att["root_cause"]["index"] == len(g["steps"]) - 1
-        assert "u_prop_after" not in att  # no uncertainty reshaping
+        assert "u_prop_after" not in att and att["K_after"] == 1  # no uncertainty reshaping, no re-routing
+        assert stage_calls(preds["p1"], "refine") == 1
 
 
 def test_result_is_independent_of_timing_and_resume(tmp_path, tiny_data):
