@@ -2,10 +2,10 @@
 
 The key covers everything that can change a completion: the backbone identity
 (model + endpoint kind + model file hash), the messages, every sampling
-parameter, the request seed and the sample index. Sampled requests are
+parameter, the request seed, the sample index and the LoRA adapter (when one is used). Sampled requests are
 therefore never collapsed into one entry (the inspect_ai #2580 bug): five
 Monte-Carlo draws at T=0.7 are five keys. Concurrency, retry and timeout knobs
-are deliberately *not* in the key.
+are deliberately *not* in the key. Only completions are stored: an error is never cached.
 """
 from __future__ import annotations
 
@@ -22,13 +22,17 @@ MODES: tuple[str, ...] = ("read-write", "read-only", "off")
 
 
 def cache_key(backbone_id: str, messages: list[dict[str, str]], params: dict[str, Any],
-              sample_index: int) -> str:
-    payload = {
+              sample_index: int, adapter: dict[str, Any] | None = None) -> str:
+    """``adapter`` (name and sha256 of a LoRA adapter) enters the key only when set, so base-model keys
+    written before adapters existed stay valid."""
+    payload: dict[str, Any] = {
         "backbone": backbone_id,
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
         "params": {k: params[k] for k in sorted(params) if params[k] is not None},
         "sample_index": sample_index,
     }
+    if adapter is not None:
+        payload["adapter"] = adapter
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

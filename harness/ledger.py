@@ -8,7 +8,10 @@ MaAS's bug under concurrency).
 from __future__ import annotations
 
 import time
+import json
+import os
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -59,12 +62,18 @@ class CallRecord:
     seed: int | None
     temperature: float | None
     time: float = field(default_factory=time.time)
-    error: str | None = None
+    error: str | None = None            # None when the call returned; else why it failed for good
     retry_log: list[str] | None = None  # why each retry happened and how long it waited
     finish_reason: str | None = None    # "stop" | "length" | ...: the reports check that answers were not cut
+    role: str | None = None             # the run role whose backbone served the call ("default" = the run's)
+    model_identity: str | None = None   # short, stable id of the model that answered (name#hash of its identity)
+    adapter: str | None = None          # LoRA adapter name, None = the base model
+    adapter_sha256: str | None = None
+    attempts: int = 1                   # requests sent for this record (1 + retries)
+    error_kind: str | None = None       # BackboneError.kind ("connection", "timeout", "null_content", ...)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return dict(self.__dict__)  # flat fields: a shallow copy is the record (asdict's deep copy cost ~20 us)
 
 
 @dataclass
@@ -78,7 +87,9 @@ class CallSummary:
     cost_usd: float = 0.0
     billed_usd: float = 0.0
     latency_s: float = 0.0
+    errors: int = 0  # calls that failed for good (no completion, maybe billed by the provider)
     by_stage: dict[str, dict[str, float]] = field(default_factory=dict)
+    by_role: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, records: list[CallRecord] | list[dict[str, Any]]) -> "CallSummary":
@@ -92,10 +103,21 @@ class CallSummary:
             s.cost_usd += d["cost_usd"]
             s.billed_usd += 0.0 if d["cache_hit"] else d["cost_usd"]
             s.latency_s += d["latency_s"]
+            s.errors += 1 if d.get("error") else 0
             st = s.by_stage.setdefault(d["stage"], {"calls": 0, "tokens": 0, "cost_usd": 0.0})
             st["calls"] += 1
             st["tokens"] += d["prompt_tokens"] + d["completion_tokens"]
             st["cost_usd"] += d["cost_usd"]
+            ro = s.by_role.setdefault(d.get("role") or "default", {
+                "calls": 0, "backbone_calls": 0, "errors": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                "cost_usd": 0.0, "flops": 0.0})
+            ro["calls"] += 1
+            ro["backbone_calls"] += 0 if d["cache_hit"] else 1
+            ro["errors"] += 1 if d.get("error") else 0
+            ro["prompt_tokens"] += d["prompt_tokens"]
+            ro["completion_tokens"] += d["completion_tokens"]
+            ro["cost_usd"] += d["cost_usd"]
+            ro["flops"] += d.get("flops") or 0.0
         return s
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,3 +127,42 @@ class CallSummary:
 def flops_estimate(params: float | None, tokens: int) -> float | None:
     """Forward-pass FLOPs ≈ 2 × parameters × tokens, for models of known size."""
     return None if not params else 2.0 * float(params) * tokens
+
+
+class CallLog(list):
+    """One problem attempt's calls. Each record appended is also written to ``calls.jsonl`` at once (tagged
+    with the attempt id), so the file is the bill even when the problem later errors or the run is killed."""
+
+    def __init__(self, ledger: "LedgerFile", attempt: str) -> None:
+        super().__init__()
+        self.ledger = ledger
+        self.attempt = attempt
+
+    def append(self, record: CallRecord) -> None:  # type: ignore[override]
+        super().append(record)
+        self.ledger.write({**record.to_dict(), "attempt": self.attempt})
+
+
+class LedgerFile:
+    """Append-only ``calls.jsonl``: one line per call, flushed to the OS when written (``fsync`` on request)."""
+
+    def __init__(self, path: Path, fsync: bool = False) -> None:
+        self.path = path
+        self.fsync = fsync
+        self._fh: Any = None
+
+    def write(self, row: dict[str, Any]) -> None:
+        if self._fh is None:
+            self._fh = open(self.path, "a", encoding="utf-8")
+        self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+        self._fh.flush()
+        if self.fsync:
+            os.fsync(self._fh.fileno())
+
+    def close(self) -> None:
+        if self._fh is not None:
+            try:
+                self._fh.close()
+            except OSError:
+                pass
+            self._fh = None

@@ -1,16 +1,25 @@
 """The one door to a backbone: cache lookup, bounded concurrency, ledger records.
 
 Methods never see a raw backbone; they call :meth:`LLMClient.generate` through
-their problem context, which attributes every call to (problem, method, stage).
+their problem context, which attributes every call to (problem, method, stage, role).
+
+Three rules keep paid work from being lost or hidden:
+- each completion is cached the moment its request returns (not when its siblings do), so a failed
+  sibling or a kill discards nothing already answered;
+- every request sent is one ledger record, written when it returns *or* fails for good (with its
+  attempts and error), so ``calls.jsonl`` is the bill;
+- an error is never cached and never becomes a completion: it is raised to the method (and the runner
+  records the problem as ``status: error``).
 """
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import time
 from typing import Any, Callable
 
-from harness.backbone import SAMPLING_KEYS, Backbone
+from harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
 from harness.cache import ResponseCache, cache_key
 from harness.ledger import CallRecord, flops_estimate
 from harness.types import Completion, Message
@@ -21,40 +30,82 @@ def request_seed(run_seed: int, sample_index: int) -> int:
     return (run_seed * 1_000_003 + sample_index * 7_919) % (2 ** 31 - 1)
 
 
+class RunAborted(BackboneError):
+    """Every backbone call of this invocation so far failed for good: stop instead of burning the retry
+    budget on every remaining problem (``runner.fail_fast_after``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, kind="aborted", attempts=0)
+
+
+def model_identity(backbone: Any) -> str:
+    """A short stable string for the model behind ``backbone``: its name plus a hash of its cache identity."""
+    ident = json.dumps(backbone.cache_identity(), sort_keys=True, default=str)
+    return f"{backbone.model}#{hashlib.sha256(ident.encode()).hexdigest()[:12]}"
+
+
 class LLMClient:
+    """One client per role (``role`` names it in the ledger); ``fail_fast_after`` (0 = never) is how many
+    calls may fail for good, with none succeeding, before every further call raises :class:`RunAborted`."""
+
     def __init__(self, backbone: Backbone, cache: ResponseCache, *, run_id: str, method: str,
-                 defaults: dict[str, Any]) -> None:
+                 defaults: dict[str, Any], role: str = "default", fail_fast_after: int = 0) -> None:
         self.backbone = backbone
         self.cache = cache
         self.run_id = run_id
         self.method = method
+        self.role = role
         self.defaults = {k: v for k, v in defaults.items() if k in SAMPLING_KEYS}
         self._sem = asyncio.Semaphore(max(1, int(backbone.max_concurrency)))
         self._backbone_id = json.dumps(backbone.cache_identity(), sort_keys=True, default=str)
+        self.model_identity = model_identity(backbone)
+        self._adapters: dict[str, dict[str, Any]] = {}
+        self.fail_fast_after = int(fail_fast_after or 0)
         self.backbone_calls = 0  # real requests sent, for benches and tests
+        self.ok_calls = 0        # requests that returned completions
+        self.failed_calls = 0    # requests that failed for good
+        self.first_error: str | None = None
 
+    # ---- adapters ---------------------------------------------------------------------------------------
+    def adapter_identity(self, adapter: str | None) -> dict[str, Any] | None:
+        """The adapter's identity (validated before any request); None for the base model."""
+        if adapter is None:
+            return None
+        if adapter not in self._adapters:
+            lookup = getattr(self.backbone, "adapter_identity", None)
+            if lookup is None:
+                raise BackboneError(f"backbone {self.backbone.name} serves no adapters; adapter={adapter!r} "
+                                    "needs a backbone config with `adapters: {name: {path: ...}}`")
+            self._adapters[adapter] = dict(lookup(adapter))
+        return self._adapters[adapter]
+
+    # ---- the call ---------------------------------------------------------------------------------------
     async def generate(self, messages: list[Message], *, stage: str, problem_id: str, seed: int,
                        sink: Callable[[CallRecord], None], n: int = 1, sample_offset: int = 0,
-                       **sampling: Any) -> list[Completion]:
+                       role: str | None = None, adapter: str | None = None, **sampling: Any) -> list[Completion]:
         unknown = set(sampling) - set(SAMPLING_KEYS)
         if unknown:
             raise TypeError(f"unknown sampling parameter(s) {sorted(unknown)}; allowed: {SAMPLING_KEYS}")
         params = {**self.defaults, **{k: v for k, v in sampling.items() if v is not None}}
         if isinstance(params.get("stop"), (list, tuple)):
             params["stop"] = list(params["stop"])
+        ad = self.adapter_identity(adapter)
+        key_adapter = None if ad is None else {"name": adapter, "sha256": ad.get("sha256")}
+        call = _Call(self, sink, problem_id, stage, role or self.role, adapter, ad)
         indices = [sample_offset + i for i in range(n)]
         results: dict[int, Completion] = {}
-        per_sample_params: dict[int, dict[str, Any]] = {}
+        per_sample: dict[int, tuple[dict[str, Any], str]] = {}
         missing: list[int] = []
         for idx in indices:
             p = dict(params)
             p["seed"] = request_seed(seed if p.get("seed") is None else p["seed"], idx)
-            per_sample_params[idx] = p
-            hit = self.cache.get(cache_key(self._backbone_id, messages, p, idx))
+            key = cache_key(self._backbone_id, messages, p, idx, key_adapter)
+            per_sample[idx] = (p, key)
+            hit = self.cache.get(key)
             if hit is not None:
                 comp = Completion(**{**hit["completion"], "cached": True})
                 results[idx] = comp
-                self._record(sink, problem_id, stage, comp, hit.get("latency_s", 0.0), True, 0, idx, p)
+                call.record(comp, hit.get("latency_s", 0.0), True, 0, idx, p)
             else:
                 missing.append(idx)
         if missing:
@@ -62,39 +113,90 @@ class LLMClient:
                 groups = [missing]  # one request with n choices (the prompt is charged once)
             else:
                 groups = [[i] for i in missing]
-            fresh = await asyncio.gather(*(self._request(messages, per_sample_params[g[0]], g) for g in groups))
-            for group, (comps, latency, retries, log) in zip(groups, fresh):
-                for idx, comp in zip(group, comps):
-                    p = per_sample_params[idx]
-                    self.cache.put(cache_key(self._backbone_id, messages, p, idx),
-                                   {"completion": comp.to_dict(), "latency_s": latency / len(group)})
-                    results[idx] = comp
-                    first = idx == group[0]
-                    self._record(sink, problem_id, stage, comp, latency / len(group), False,
-                                 retries if first else 0, idx, p, log if first else None)
+            # Siblings are awaited to the end even when one fails: each one's answer is cached and its
+            # ledger record written as it arrives; only then is the first failure raised.
+            outcomes = await asyncio.gather(*(self._fetch(call, messages, per_sample, g, results) for g in groups),
+                                            return_exceptions=True)
+            failures = [o for o in outcomes if isinstance(o, BaseException)]
+            if failures:
+                cancelled = [f for f in failures if isinstance(f, asyncio.CancelledError)]
+                raise cancelled[0] if cancelled else failures[0]
         return [results[i] for i in indices]
 
-    async def _request(self, messages: list[Message], params: dict[str, Any],
-                       group: list[int]) -> tuple[list[Completion], float, int, list[str]]:
+    async def _fetch(self, call: "_Call", messages: list[Message], per_sample: dict[int, tuple[dict[str, Any], str]],
+                     group: list[int], results: dict[int, Completion]) -> None:
+        params = per_sample[group[0]][0]
+        if self.fail_fast_after and self.ok_calls == 0 and self.failed_calls >= self.fail_fast_after:
+            raise RunAborted(f"{self.failed_calls} backbone calls failed and none succeeded "
+                             f"(first: {self.first_error})")
+        kwargs = {} if call.adapter is None else {"adapter": call.adapter}
+        start = time.perf_counter()
         async with self._sem:
             self.backbone_calls += 1
-            res = await self.backbone.complete(messages, params, len(group))
-        comps = list(res.completions)
-        if len(comps) < len(group):
-            # A server that ignores n (llama.cpp) returns one choice: fetch the rest one by one.
-            raise RuntimeError(f"backbone {self.backbone.name} returned {len(comps)} choices for n={len(group)};"
-                               " set supports_n: false in its config")
-        return comps[: len(group)], res.latency_s, res.retries, res.retry_log
+            try:
+                res = await self.backbone.complete(messages, params, len(group), **kwargs)
+                comps = list(res.completions)
+                if len(comps) < len(group):
+                    # A server that ignores n (llama.cpp) returns one choice: fetch the rest one by one.
+                    raise BackboneError(f"backbone {self.backbone.name} returned {len(comps)} choices for "
+                                        f"n={len(group)}; set supports_n: false in its config")
+            except asyncio.CancelledError:
+                call.failure(time.perf_counter() - start, group[0], params, "cancelled: the run stopped while "
+                             "this request was in flight", "cancelled", 1, None)
+                raise
+            except Exception as exc:  # noqa: BLE001 - recorded, then raised to the method
+                self.failed_calls += 1
+                msg = f"{type(exc).__name__}: {exc}"
+                if self.first_error is None:
+                    self.first_error = msg
+                attempts = getattr(exc, "attempts", 1)
+                call.failure(time.perf_counter() - start, group[0], params, msg,
+                             getattr(exc, "kind", None) or type(exc).__name__,
+                             1 if attempts is None else int(attempts), list(getattr(exc, "retry_log", None) or []))
+                raise
+        self.ok_calls += 1
+        latency = res.latency_s / len(group)
+        for j, (idx, comp) in enumerate(zip(group, comps)):
+            p, key = per_sample[idx]
+            self.cache.put(key, {"completion": comp.to_dict(), "latency_s": latency})
+            results[idx] = comp
+            first = j == 0
+            call.record(comp, latency, False, res.retries + 1 if first else 1, idx, p,
+                        res.retry_log if first else None)
 
-    def _record(self, sink: Callable[[CallRecord], None], problem_id: str, stage: str, comp: Completion,
-                latency: float, hit: bool, retries: int, idx: int, params: dict[str, Any],
-                retry_log: list[str] | None = None) -> None:
+
+class _Call:
+    """Writes the ledger records of one ``generate`` call (shared fields computed once)."""
+
+    __slots__ = ("llm", "sink", "problem_id", "stage", "role", "adapter", "adapter_sha256")
+
+    def __init__(self, llm: LLMClient, sink: Callable[[CallRecord], None], problem_id: str, stage: str, role: str,
+                 adapter: str | None, adapter_identity: dict[str, Any] | None) -> None:
+        self.llm, self.sink, self.problem_id, self.stage, self.role = llm, sink, problem_id, stage, role
+        self.adapter = adapter
+        self.adapter_sha256 = None if adapter_identity is None else adapter_identity.get("sha256")
+
+    def record(self, comp: Completion, latency: float, hit: bool, attempts: int, idx: int, params: dict[str, Any],
+               retry_log: list[str] | None = None) -> None:
+        bb = self.llm.backbone
         tokens = comp.prompt_tokens + comp.completion_tokens
-        sink(CallRecord(
-            run_id=self.run_id, problem_id=problem_id, method=self.method, stage=stage,
-            model=self.backbone.model, prompt_tokens=comp.prompt_tokens,
-            completion_tokens=comp.completion_tokens, latency_s=round(latency, 4), cache_hit=hit,
-            retries=retries, cost_usd=self.backbone.price.cost(comp.prompt_tokens, comp.completion_tokens),
-            flops=flops_estimate(self.backbone.params, tokens), sample_index=idx,
-            seed=params.get("seed"), temperature=params.get("temperature"), time=time.time(),
-            retry_log=retry_log or None, finish_reason=comp.finish_reason))
+        self.sink(CallRecord(
+            run_id=self.llm.run_id, problem_id=self.problem_id, method=self.llm.method, stage=self.stage,
+            model=bb.model, prompt_tokens=comp.prompt_tokens, completion_tokens=comp.completion_tokens,
+            latency_s=round(latency, 4), cache_hit=hit, retries=max(0, attempts - 1),
+            cost_usd=bb.price.cost(comp.prompt_tokens, comp.completion_tokens),
+            flops=flops_estimate(bb.params, tokens), sample_index=idx, seed=params.get("seed"),
+            temperature=params.get("temperature"), time=time.time(), retry_log=retry_log or None,
+            finish_reason=comp.finish_reason, role=self.role, model_identity=self.llm.model_identity,
+            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts))
+
+    def failure(self, latency: float, idx: int, params: dict[str, Any], error: str, kind: str, attempts: int,
+                retry_log: list[str] | None) -> None:
+        bb = self.llm.backbone
+        self.sink(CallRecord(
+            run_id=self.llm.run_id, problem_id=self.problem_id, method=self.llm.method, stage=self.stage,
+            model=bb.model, prompt_tokens=0, completion_tokens=0, latency_s=round(latency, 4), cache_hit=False,
+            retries=max(0, attempts - 1), cost_usd=0.0, flops=None, sample_index=idx, seed=params.get("seed"),
+            temperature=params.get("temperature"), time=time.time(), error=error[:500], retry_log=retry_log or None,
+            role=self.role, model_identity=self.llm.model_identity, adapter=self.adapter,
+            adapter_sha256=self.adapter_sha256, attempts=attempts, error_kind=kind))
