@@ -594,3 +594,132 @@ def test_preflight_builds_and_uses_the_embedder():
     run_ctx = Run()
     asyncio.run(DenoiseFlow(embedder="hash").preflight(run_ctx))
     assert run_ctx.resources["embedder:hash"].stats()["calls"] == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# App. I worked examples with the default options (issue 9 §3: re-based defaults)
+# ---------------------------------------------------------------------------------------------
+APP_I = [  # (case, risk r = u, understanding clusters, route, K) as App. I states them
+    ("I.1 GSM8K marbles", 0.12, 1, "direct", 1),
+    ("I.2 MATH |x-3|+|x+2|=7", 0.45, 2, "branch", 2),
+    ("I.3 HotpotQA Jaws/E.T.", 1 - 0.62, 2, "branch", 2),
+    ("I.4 MBPP palindrome", 0.38, 2, "branch", 2),
+]
+
+
+@pytest.mark.parametrize("case,r,n_clusters,want_route,want_k", APP_I)
+def test_app_i_confidences_routes_and_k_with_default_options(case, r, n_clusters, want_route, want_k):
+    o = Options.build({})
+    c = confidence(r, 0.7, o)   # any complexity: the default confidence ignores it
+    assert c == pytest.approx({0.12: 0.88, 0.45: 0.55, 0.38: 0.62}[round(r, 2)])
+    lo, hi, src = thresholds([], o)  # each example is the first problem of its run: cold start
+    rt = route(c, lo, hi)
+    assert rt == want_route, case
+    k = 1 if rt == "direct" else branch_width(c, lo, hi, n_clusters, o)
+    assert k == want_k, case
+
+
+def two_reading_world(messages, sampling):
+    """App. I.2 as a scripted world: the understandings fall into two interpretation clusters (case analysis
+    3x, geometric 2x); both branches miss the boundary case; the root-cause refinement finds it."""
+    m = messages[-1]["content"]
+    i = int(re.search(r"What is (\d+)\+", m).group(1))
+    seed = int(sampling.get("seed") or 0)
+    if "You are analyzing a question" in m:
+        case = seed % 5 < 3 if sampling.get("temperature", 0) > 0 else True
+        plan = (["split the line into cases at each absolute value kink", "solve each linear case separately"]
+                if case else ["interpret distances on the number line geometrically", "locate points by distance sums"])
+        return json.dumps({"question_type": "factoid", "answer_form": "number", "required_hops":
+                           [{"hop": j + 1, "info": p} for j, p in enumerate(plan)],
+                           "key_entities": ["x"], "reasoning_chain": "sum"})
+    if "Verify if the answer" in m:
+        ans = re.search(r"Candidate Answer: (.*)", m).group(1).strip()
+        return json.dumps({"verdict": "PASS" if ans == str(2 * i) else "FAIL", "reason": "missed boundary case"})
+    if "failed verification" in m:
+        return f"re-derived from the root cause. ANSWER: {2 * i}"
+    return "ANSWER: 999"
+
+
+def test_app_i2_routes_to_branch_with_k2_then_root_cause_refinement_recovers(tmp_path, tiny_data):
+    _, _, preds, _, bb = run_variant(tmp_path, limit=1, backbone=ScriptedBackbone(two_reading_world))
+    t = preds["p0"]["trace"]
+    assert t["understanding"]["clusters"] == [3, 2]
+    assert t["confidence"] == pytest.approx(1 - t["r"], abs=1e-6)
+    assert t["route"] == "branch" and t["K"] == 2
+    assert [b["seed"] for b in t["branches"]] == ["primary", "alternative"]   # E.4: the two clusters' medoids
+    ref = t["refinement"]
+    assert t["first_passed"] is False and ref["triggered"] and ref["recovered"] and preds["p0"]["score"] == 1.0
+    att = ref["attempts"][0]
+    # E.5 boost changes what happens next: r rises, the step is re-routed and regenerated with branching
+    assert att["r_after"] > att["r_before"] == pytest.approx(t["r"], abs=1e-4)
+    assert att["c_after"] == pytest.approx(1 - att["r_after"], abs=1e-3)
+    assert att["K_after"] >= 2 and stage_calls(preds["p0"], "refine") == att["K_after"]
+    # the refinement prompt is G.4 verbatim by default (no "keep" / "uncertain aspects" additions)
+    refine = [m[-1]["content"] for m, s, n in bb.requests if "failed verification" in m[-1]["content"]]
+    assert refine and not any("keep them" in x or "Uncertain aspects" in x for x in refine)
+
+
+def test_reroute_single_keeps_one_refinement_call(tmp_path, tiny_data):
+    _, _, preds, _, _ = run_variant(tmp_path, limit=1, backbone=ScriptedBackbone(two_reading_world),
+                                    reroute="single")
+    att = preds["p0"]["trace"]["refinement"]["attempts"][0]
+    assert att["K_after"] == 1 and stage_calls(preds["p0"], "refine") == 1 and att["r_after"] > att["r_before"]
+
+
+def test_refine_regime_enters_stage_3_even_when_the_consensus_passes(tmp_path, tiny_data):
+    def script(messages, sampling):
+        m = messages[-1]["content"]
+        i = int(re.search(r"What is (\d+)\+", m).group(1))
+        if "Verify if the answer" in m:
+            return json.dumps({"verdict": "PASS", "reason": "looks fine"})
+        if "failed verification" in m:
+            assert "Refine regime" in m
+            return f"ANSWER: {2 * i}"
+        return world(messages, sampling)
+
+    # every problem below tau_low: the Refine route
+    _, _, preds, _, _ = run_variant(tmp_path, limit=2, backbone=ScriptedBackbone(script), tau_low=1.2,
+                                    tau_high=1.5, thresholds="fixed")
+    for p in preds.values():
+        t = p["trace"]
+        assert t["route"] == "refine" and t["first_passed"] is True
+        assert t["refinement"]["triggered"] and t["refinement"]["trigger"] == "refine-route"
+        assert stage_calls(p, "refine") >= 1
+    _, _, old, _, _ = run_variant(tmp_path / "on_fail", limit=2, backbone=ScriptedBackbone(script), tau_low=1.2,
+                                  tau_high=1.5, thresholds="fixed", refine_route_stage3="on_fail")
+    assert all(not p["trace"]["refinement"]["triggered"] and stage_calls(p, "refine") == 0 for p in old.values())
+
+
+def test_prompt_additions_are_options_off_means_the_appendix_text(tmp_path, tiny_data):
+    from denoiseflow import prompts as P
+
+    _, _, _, _, bb = run_variant(tmp_path / "on", limit=2, backbone=ScriptedBackbone(two_reading_world),
+                                 refine_keep_steps=True, refine_enforced_slots=True,
+                                 max_retries=1)
+    refine_on = [m[-1]["content"] for m, s, n in bb.requests if "failed verification" in m[-1]["content"]]
+    solve_on = [m[-1]["content"] for m, s, n in bb.requests if m[-1]["content"].startswith("Answer the question")]
+    assert any("keep them" in x for x in refine_on) and all("Problem analysis" in x for x in solve_on)
+    _, _, _, _, bb = run_variant(tmp_path / "off", limit=2, backbone=ScriptedBackbone(two_reading_world),
+                                 solve_analysis=False, max_retries=1)
+    solve_off = [m[-1]["content"] for m, s, n in bb.requests if m[-1]["content"].startswith("Answer the question")]
+    assert solve_off and not any("Problem analysis" in x for x in solve_off)
+    # G.2 verbatim: identical seed prompts are sampled, never one greedy call repeated
+    greedy = [s for m, s, n in bb.requests if m[-1]["content"].startswith("Answer the question")
+              and s.get("temperature", 0) == 0]
+    assert len(greedy) == len({json.dumps(m) for m, s, n in bb.requests
+                               if m[-1]["content"].startswith("Answer the question") and s.get("temperature", 0) == 0})
+    assert "{analysis}" in P.SOLVE_QA and "{keep}{enforced}" in P.REFINE
+
+
+def test_table9_refine_pct_counts_only_branch_route_problems():
+    from denoiseflow.report import table9
+
+    def row(route, k, triggered):
+        return {"trace": {"route": route, "K": k, "refinement": {"triggered": triggered}}}
+
+    rows = [row("direct", 1, True), row("direct", 1, False), row("branch", 2, True), row("refine", 7, False)]
+    t = table9(rows)
+    assert t["direct_pct"] == 50 and t["branch_pct"] == 50 and t["refine_route_pct"] == 25
+    assert t["refine_pct"] == 25          # the Direct problem that entered Stage 3 is not in Refine %
+    assert t["stage3_direct_pct"] == 25 and t["avg_k_branch"] == 4.5
+    assert t["refine_pct"] <= t["branch_pct"]
