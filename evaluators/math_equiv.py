@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import keyword
 import math
-import os
 import re
-import select
-import signal
 import time
 from fractions import Fraction
 from typing import Any, Callable
+
+from evaluators.killable import TIMEOUT, call_with_deadline
 
 __all__ = ["is_equiv", "normalize_math", "STAGES"]
 
@@ -429,55 +428,16 @@ def _sympy_compare(a: str, b: str) -> tuple[bool, str]:
 
 
 def _in_child(fn: Callable[..., tuple[bool, str]], args: tuple[Any, ...], timeout_s: float) -> tuple[bool, str]:
-    """``fn(*args)`` in a forked child, SIGKILLed after ``timeout_s``; (False, "timeout") then."""
+    """``fn(*args)`` in a killable child (:mod:`evaluators.killable`); (False, "timeout") at the deadline."""
     _sympy_env()  # load before forking: the child inherits it instead of importing for seconds
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child: never return into the caller's stack
-        code = 1
-        try:
-            os.close(r)
-            try:  # bound memory too: sympy can allocate gigabytes on adversarial input
-                import resource
-
-                with open("/proc/self/statm") as fh:
-                    vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-                resource.setrlimit(resource.RLIMIT_AS, (vm + (2 << 30), vm + (2 << 30)))
-            except (OSError, ValueError, ImportError):
-                pass
-            ok, stage = fn(*args)
-            os.write(w, f"{int(bool(ok))}{stage}".encode())
-            code = 0
-        except BaseException:  # noqa: BLE001 - report "not equivalent"
-            pass
-        finally:
-            os._exit(code)
-    os.close(w)
     try:
-        deadline = time.monotonic() + max(0.0, timeout_s)
-        data = b""
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                break
-            ready, _, _ = select.select([r], [], [], left)
-            if not ready:
-                break
-            chunk = os.read(r, 256)
-            if not chunk:
-                break
-            data += chunk
-        if not data and time.monotonic() >= deadline:
-            return False, "timeout"
-        text = data.decode(errors="replace")
-        return (text[:1] == "1", text[1:] or "symbolic") if text[1:] in _RANK else (False, "symbolic")
-    finally:
-        os.close(r)
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        os.waitpid(pid, 0)
+        result = call_with_deadline(fn, args, timeout_s)
+    except RuntimeError:  # sympy raised something odd or the child died: not equivalent
+        return False, "symbolic"
+    if result is TIMEOUT:
+        return False, "timeout"
+    ok, stage = result
+    return bool(ok), (stage if stage in _RANK else "symbolic")
 
 
 # ---- the staged comparison ---------------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import Any, Hashable
 from evaluators import extract as ex
 from evaluators.base import Benchmark
 from evaluators.math_equiv import is_equiv, normalize_math
+from evaluators.math_verify_equiv import MATH_VERIFY_VERSION, math_verify_equiv
 from harness.types import Problem, Score
 
 
@@ -83,8 +84,22 @@ class MATH(Benchmark):
     def answer_key(self, extracted: Any) -> Hashable | None:
         return None if extracted is None else normalize_math(str(extracted))
 
+    EQUIVALENCES = ("math_verify", "aflow")
+
     async def score(self, text: str, problem: Problem) -> Score:
+        """``benchmark.equivalence``: ``math_verify`` (default; reads the whole output) or ``aflow``
+        (the last-\\boxed{} extraction, then normalise → numeric → sympy). Either runs in a killable
+        child under ``symbolic_timeout_s``; which one ran is recorded in every score."""
+        mode = str(self.cfg.get("equivalence", "math_verify"))
+        if mode not in self.EQUIVALENCES:
+            raise ValueError(f"benchmark.equivalence={mode!r}: choose one of {list(self.EQUIVALENCES)}")
         pred, rule = self.extract(text, problem)
         timeout = float(self.cfg.get("symbolic_timeout_s", 5.0))
-        ok, how = await asyncio.to_thread(is_equiv, pred, str(problem.gold), timeout)
-        return Score(float(ok), pred, {"rule": rule, "equivalence": how, "gold": problem.gold})
+        if mode == "aflow":
+            ok, how = await asyncio.to_thread(is_equiv, pred, str(problem.gold), timeout)
+            return Score(float(ok), pred, {"equivalence": "aflow", "rule": rule, "stage": how, "gold": problem.gold})
+        mv = await asyncio.to_thread(math_verify_equiv, text, str(problem.gold), timeout)
+        return Score(float(mv["equivalent"]), mv["pred"],
+                     {"equivalence": "math_verify", "math_verify_version": MATH_VERIFY_VERSION,
+                      "verdict": mv["verdict"], "gold_parsed": mv["gold"], "rule": rule, "boxed": pred,
+                      "gold": problem.gold, **({"error": mv["error"]} if "error" in mv else {})})
