@@ -11,7 +11,7 @@ from typing import Any, Hashable
 from harness.context import ProblemContext
 from harness.types import Message
 
-from baselines.voting import Vote, majority_vote, select_code
+from baselines.voting import Vote, choose_code, majority_vote
 
 
 def user(content: str, system: str | None = None) -> list[Message]:
@@ -45,11 +45,12 @@ def has_final_answer(ctx: ProblemContext, text: str) -> bool:
     return bench.answer_key(extracted) is not None and rule not in FALLBACK_RULES
 
 
-async def choose(ctx: ProblemContext, texts: list[str]) -> Vote:
-    """The final choice among candidates: majority over answer keys (math, QA) or public tests then
-    program identity (code), exactly as CoT-SC does (see :mod:`baselines.voting`)."""
+async def choose(ctx: ProblemContext, texts: list[str], code_choice: str = "majority") -> Vote:
+    """The final choice among candidates: majority over answer keys (math, QA); for code
+    ``code_choice`` = ``majority`` (over programs, the papers' rule) or ``public_tests`` (see
+    :mod:`baselines.voting`)."""
     if ctx.benchmark.domain == "code":
-        return await select_code(ctx, texts)
+        return await choose_code(ctx, texts, code_choice)
     return majority_vote(ctx, texts)
 
 

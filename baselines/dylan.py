@@ -22,7 +22,8 @@ Left out (documented in baselines/README.md): the team-optimisation pre-run (ave
 scores over a set of problems to pick the best agents from a larger pool; the per-problem scores it
 needs are recorded in every trace), and the code task's dedicated judge agents (unit-test writer,
 reflector, ranker): for code the same reasoning network is used, consensus is program identity and
-the final choice uses the public tests (as in CoT-SC here).
+the final choice is the majority over programs (``code_choice: public_tests`` ranks by the visible
+example tests first). The row is labelled "DyLAN (reasoning network; code judges not run)".
 """
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ class _Node:
 async def dylan(problem: Problem, ctx: ProblemContext, *, roles: list[str] | dict[str, list[str]] | None = None,
                 layers: int = 3, top_m: int = 2, temperature: float | dict[str, float] | None = None,
                 system: str = SYSTEM, first_template: str = FIRST_TEMPLATE,
-                message_template: str = MESSAGE_TEMPLATE, rank_template: str = RANK_TEMPLATE) -> Solution:
+                message_template: str = MESSAGE_TEMPLATE, rank_template: str = RANK_TEMPLATE,
+                code_choice: str = "majority") -> Solution:
     domain = ctx.benchmark.domain
     if roles is None:
         roles = DEFAULT_ROLES
@@ -188,8 +190,8 @@ async def dylan(problem: Problem, ctx: ProblemContext, *, roles: list[str] | dic
             break
         senders = [nd.agent for nd in this]
 
-    # final answer: majority of the last activated layer (public tests first for code)
-    vote = await choose(ctx, [nd.reply or "" for nd in final_nodes])
+    # final answer: majority of the last activated layer (for code over programs; public_tests: option)
+    vote = await choose(ctx, [nd.reply or "" for nd in final_nodes], code_choice)
     winner_key = vote.keys[vote.index]
 
     # ---- agent importance scores (backward pass) ----------------------------------------------

@@ -7,10 +7,14 @@ generator conditioned on the input and the K candidates. Paper defaults: K = 3; 
 comparison matrix.
 
 The paper ensembles N = 11 different open LLMs with a trained PairRanker (DeBERTa) and GenFuser
-(Flan-T5). Here the candidates come from one backbone sampled N times, and by default the backbone
-itself is the pairwise judge and the fuser (``ranker: llm``, ``fuser: llm``). Users who have the
-trained models can select them (``ranker: pairrm``, ``fuser: genfuser``; needs the ``llm-blender``
-package and the checkpoints): which one ran is recorded in every trace (``ranker_used``, ``fuser_used``).
+(Flan-T5). With one backbone, the N "systems" are N distinct (system prompt, temperature) configs
+(``candidates: systems``, the default; ``SYSTEMS`` below): each candidate is one greedy or sampled
+answer of a differently instructed system, so the ensemble is not CoT-SC's samples replayed from the
+cache. ``candidates: samples`` is the earlier reading (one prompt sampled N times at ``temperature``).
+By default the backbone itself is the pairwise judge and the fuser (``ranker: llm``, ``fuser: llm``),
+so the row is labelled "LLM-Blender (backbone ranker/fuser)". Users who have the trained models can
+select them (``ranker: pairrm``, ``fuser: genfuser``; needs the ``llm-blender`` package and the
+checkpoints): which one ran is recorded in every trace (``ranker_used``, ``fuser_used``).
 """
 from __future__ import annotations
 
@@ -35,6 +39,20 @@ FUSE_TEMPLATE = (
     "{task}\n\nHere are the {k} best candidate responses, best first:{candidates}\n\n"
     "Fuse them into one final response that keeps their strengths and fixes their mistakes. {answer_instruction}"
 )
+# N distinct "systems" standing in for the paper's N LLMs: a system prompt and a sampling temperature each
+SYSTEMS: list[dict[str, Any]] = [
+    {"name": "careful-solver", "temperature": 0.0,
+     "system": "You are a careful problem solver. Work through the task step by step and double-check each step."},
+    {"name": "concise-expert", "temperature": 0.3,
+     "system": "You are a domain expert who answers precisely and concisely, giving only the reasoning that matters."},
+    {"name": "planner", "temperature": 0.5,
+     "system": "You first write a short plan for the task, then carry it out, then state the result."},
+    {"name": "skeptic", "temperature": 0.7,
+     "system": "You are a skeptical reviewer solving the task yourself: consider alternative readings and edge "
+               "cases before committing to an answer."},
+    {"name": "teacher", "temperature": 1.0,
+     "system": "You are a patient teacher who explains the solution as a worked example for a student."},
+]
 _VERDICT = re.compile(r"better\s*[:\-]?\s*\**\s*(?:candidate\s*)?([AB])\b", re.IGNORECASE)
 
 
@@ -71,16 +89,38 @@ def _genfuser(model: str) -> Any:  # pragma: no cover - needs the optional packa
     return blender
 
 
+async def _candidates(ctx: ProblemContext, template: str, mode: str, systems: list[dict[str, Any]] | None,
+                      n_candidates: int, temperature: float, system: str | None) -> tuple[list[str], list[Any]]:
+    if mode == "samples":
+        messages = task_messages(ctx, template, system)
+        outs = await ctx.generate(messages, stage="candidate", n=n_candidates, temperature=temperature)
+        return [c.text for c in outs], [messages]
+    pool = list(systems or SYSTEMS)
+    if n_candidates > len(pool):
+        raise ValueError(f"candidates: systems needs at least n_candidates={n_candidates} systems (have {len(pool)})")
+    pool = pool[:n_candidates]
+    msgs = [task_messages(ctx, template, s["system"]) for s in pool]
+    outs = await asyncio.gather(*(ctx.generate(m, stage="candidate", temperature=float(s.get("temperature", 0.0)))
+                                  for m, s in zip(msgs, pool)))
+    return [o[0].text for o in outs], [{"system": s.get("name", i), "temperature": s.get("temperature", 0.0),
+                                       "messages": m} for i, (s, m) in enumerate(zip(pool, msgs))]
+
+
 async def llm_blender(problem: Problem, ctx: ProblemContext, *, template: str, n_candidates: int = 5,
                       top_k: int = 3, temperature: float = 0.7, ranker: str = "llm", fuser: str = "llm",
+                      candidates: str = "systems", systems: list[dict[str, Any]] | None = None,
                       ranker_model: str = "llm-blender/PairRM", fuser_model: str = "llm-blender/gen_fuser_3b",
                       judge_template: str = JUDGE_TEMPLATE, fuse_template: str = FUSE_TEMPLATE,
                       system: str | None = None) -> Solution:
-    """Calls with ``ranker: llm, fuser: llm``: N ``candidate`` + N(N-1) ``rank`` + 1 ``fuse``."""
+    """Calls with ``ranker: llm, fuser: llm``: N ``candidate`` + N(N-1) ``rank`` + 1 ``fuse``.
+
+    ``candidates``: ``systems`` (N distinct system prompts and temperatures, the default) or ``samples``
+    (one prompt sampled N times at ``temperature``)."""
     if ranker not in ("llm", "pairrm") or fuser not in ("llm", "genfuser"):
         raise ValueError("ranker must be 'llm' or 'pairrm'; fuser must be 'llm' or 'genfuser'")
-    messages = task_messages(ctx, template, system)
-    cands = [c.text for c in await ctx.generate(messages, stage="candidate", n=n_candidates, temperature=temperature)]
+    if candidates not in ("systems", "samples"):
+        raise ValueError("candidates must be 'systems' or 'samples'")
+    cands, messages = await _candidates(ctx, template, candidates, systems, n_candidates, temperature, system)
     n = len(cands)
     k = max(1, min(top_k, n))
     task = ctx.benchmark.render(problem)
@@ -123,6 +163,7 @@ async def llm_blender(problem: Problem, ctx: ProblemContext, *, template: str, n
         answer = fused[0]
         fuse_msgs = None
         fuser_used = f"GenFuser:{fuser_model}"
-    return Solution(answer, trace={"ranker_used": ranker_used, "fuser_used": fuser_used, "messages": messages,
+    return Solution(answer, trace={"ranker_used": ranker_used, "fuser_used": fuser_used, "candidates_from": candidates,
+                                   "messages": messages,
                                    "candidates": cands, "wins": wins, "order": order, "top_k": top,
                                    "comparisons": comparisons, "fuse_messages": fuse_msgs})

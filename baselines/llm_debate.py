@@ -2,7 +2,8 @@
 
 Round 1: every agent answers independently. Round r > 1: every agent reads the other agents'
 answers of round r-1 (appended to its own conversation) and gives an updated answer. The final
-answer is the majority over the last round's answers. Defaults from the authors' GSM8K script
+answer is the majority over the last round's answers (for code: over programs; ``code_choice:
+public_tests`` ranks by the visible example tests first, a named option). Defaults from the authors' GSM8K script
 (``gsm/gen_gsm.py``: ``agents = 3``, ``rounds = 2``, where round 1 is the independent answer;
 no temperature is set there, i.e. the API default 1.0).
 
@@ -29,7 +30,7 @@ DEBATE_TEMPLATE = (
 
 async def llm_debate(problem: Problem, ctx: ProblemContext, *, template: str,
                      debate_template: str = DEBATE_TEMPLATE, agents: int = 3, rounds: int = 2,
-                     temperature: float = 1.0, system: str | None = None) -> Solution:
+                     temperature: float = 1.0, system: str | None = None, code_choice: str = "majority") -> Solution:
     """``agents`` x ``rounds`` calls, stages ``debate_round_1`` .. ``debate_round_<rounds>``."""
     if agents < 1 or rounds < 1:
         raise ValueError("agents and rounds must be >= 1")
@@ -47,6 +48,6 @@ async def llm_debate(problem: Problem, ctx: ProblemContext, *, template: str,
         for conv, text in zip(contexts, outs):
             conv.append({"role": "assistant", "content": text})
         answers.append(outs)
-    vote = await choose(ctx, answers[-1])
+    vote = await choose(ctx, answers[-1], code_choice)
     return Solution(answers[-1][vote.index], confidence=vote.share,
                     trace={"answers_by_round": answers, "conversations": contexts, "vote": vote_trace(vote)})

@@ -5,7 +5,7 @@ from harness.context import ProblemContext
 from harness.types import Problem, Solution
 
 from baselines.prompting import task_messages
-from baselines.voting import majority_vote, select_code
+from baselines.voting import choose_code, majority_vote
 
 
 async def io(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
@@ -23,17 +23,18 @@ async def cot(problem: Problem, ctx: ProblemContext, *, template: str, system: s
 
 
 async def cot_sc(problem: Problem, ctx: ProblemContext, *, template: str, k: int = 5, temperature: float = 0.7,
-                 system: str | None = None) -> Solution:
+                 system: str | None = None, code_choice: str = "majority") -> Solution:
     """Self-consistency (Wang et al., 2022): k sampled chains, majority vote over extracted answers.
 
-    Code has no extractable 'answer' to vote on: candidates are ranked by public tests passed, then
-    by how many samples produced the same program (see :func:`baselines.voting.select_code`).
+    Code: majority over programs (equal normalised ASTs vote together) by default, the paper's rule;
+    ``code_choice: public_tests`` ranks by visible example tests passed first (see :mod:`baselines.voting`).
     The confidence is the winning answer's vote share.
     """
     messages = task_messages(ctx, template, system)
     outs = await ctx.generate(messages, stage="sample", n=k, temperature=temperature)
     texts = [o.text for o in outs]
-    vote = await select_code(ctx, texts) if ctx.benchmark.domain == "code" else majority_vote(ctx, texts)
+    vote = (await choose_code(ctx, texts, code_choice) if ctx.benchmark.domain == "code"
+            else majority_vote(ctx, texts))
     return Solution(texts[vote.index], confidence=vote.share,
                     trace={"messages": messages, "samples": texts, "keys": [str(x)[:200] for x in vote.keys],
                            "counts": vote.counts, "chosen": vote.index, "rule": vote.rule})

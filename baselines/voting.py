@@ -1,4 +1,5 @@
-"""Choosing one answer among candidates: majority over extracted answers, or public tests for code."""
+"""Choosing one answer among candidates: majority over extracted answers (programs included), or, as a
+named option for code, the visible example tests."""
 from __future__ import annotations
 
 from collections import Counter
@@ -46,3 +47,22 @@ async def select_code(ctx: ProblemContext, texts: list[str]) -> Vote:
     agree = sum(1 for i in range(len(texts)) if passed[i] == passed[best] and keys[i] == keys[best])
     rule = "public-tests" if max(passed) >= 0 else "program-majority"
     return Vote(best, agree / len(texts), keys, {"public_tests_passed": passed}, rule)  # type: ignore[dict-item]
+
+
+CODE_CHOICES = ("majority", "public_tests")
+
+
+def program_majority(ctx: ProblemContext, texts: list[str]) -> Vote:
+    """Code by the papers' rule: majority over programs (the benchmark's answer key of code is its
+    normalised AST, so equal programs vote together); ties go to the program seen first."""
+    vote = majority_vote(ctx, texts)
+    vote.rule = "program-majority" if vote.rule == "majority" else vote.rule
+    return vote
+
+
+async def choose_code(ctx: ProblemContext, texts: list[str], rule: str = "majority") -> Vote:
+    """``majority`` (default: the CoT-SC / debate / DyLAN papers' rule) or ``public_tests`` (most visible
+    example tests passed, then program majority: a design choice of this harness, a named option)."""
+    if rule not in CODE_CHOICES:
+        raise ValueError(f"code_choice must be one of {CODE_CHOICES}")
+    return await select_code(ctx, texts) if rule == "public_tests" else program_majority(ctx, texts)

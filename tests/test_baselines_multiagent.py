@@ -41,7 +41,10 @@ class CodeEchoBenchmark(Benchmark):
         code, rule = self.extract(text, problem)
         return Score(float("return 4" in code), code, {"rule": rule})
 
+    test_runs = 0
+
     async def run_public_tests(self, text: str, problem: Problem):
+        CodeEchoBenchmark.test_runs += 1
         code, _ = self.extract(text, problem)
         ok = "return 4" in code
         return {"passed": int(ok), "total": 1,
@@ -102,6 +105,36 @@ def test_self_refine_stops_when_the_feedback_says_correct(tmp_path, tiny_data):
     assert metrics["score"] == 1.0  # p0: 0+0 = 0
     fb_temps = {c["temperature"] for c in calls if c["stage"] == "feedback"}
     assert fb_temps == {0.7}
+
+
+def test_self_refine_stop_check_reads_the_verdict_line():
+    from baselines.self_refine import feedback_says_correct
+
+    issue_example = "Step 1: the setup, it is correct.\nStep 2: 3*4 = 13 is wrong; recompute."
+    assert not feedback_says_correct(issue_example)
+    assert feedback_says_correct(issue_example, check="substring")  # the old rule stopped here
+    assert feedback_says_correct("Every step checks out.\n\nIt is correct.")
+    assert feedback_says_correct("it is correct")
+    assert not feedback_says_correct("Step 2 is off.\nVerdict: it is not correct.")
+    assert not feedback_says_correct("Step 1 is fine, it is correct. But step 2 is wrong.")
+    assert not feedback_says_correct("")
+
+
+def test_self_refine_keeps_refining_when_a_correct_step_is_followed_by_an_error(tmp_path, tiny_data):
+    def script(messages, sampling):
+        p = last(messages)
+        if "Review this solution" in p:
+            if "draft 2" in p:
+                return "All steps check out.\nit is correct"
+            return "Step 1: reading the task, it is correct.\nStep 2: the sum is wrong; 0+0 is 0."
+        if "Previous attempts" in p:
+            return "draft 2 ANSWER: 0"
+        return "draft 1 ANSWER: 1"
+
+    method = {"name": "self_refine", "solver": "baselines.self_refine:self_refine", "params": {"template": COT}}
+    preds, *_ = solve(tmp_path, method, script)
+    assert stages(preds[0]) == {"generate": 1, "feedback": 2, "refine": 1}
+    assert preds[0]["raw_output"] == "draft 2 ANSWER: 0" and preds[0]["score"] == 1.0
 
 
 def test_self_refine_caps_iterations_and_keeps_full_history(tmp_path, tiny_data):
@@ -191,7 +224,7 @@ def test_blender_ranks_all_pairs_and_fuses_top_k(tmp_path, tiny_data):
         return f"quality {[1, 3, 2, 0][agent_of(sampling)]} ANSWER: {agent_of(sampling)}"
 
     method = {"name": "llm_blender", "solver": "baselines.llm_blender:llm_blender",
-              "params": {"template": COT, "n_candidates": 4, "top_k": 2}}
+              "params": {"template": COT, "n_candidates": 4, "top_k": 2, "candidates": "samples"}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
     assert stages(p) == {"candidate": 4, "rank": 12, "fuse": 1}
@@ -201,6 +234,29 @@ def test_blender_ranks_all_pairs_and_fuses_top_k(tmp_path, tiny_data):
     shown = fuse_prompts[0]
     assert shown.index("quality 3") < shown.index("quality 2") and "quality 1" not in shown
     assert p["raw_output"] == "fused ANSWER: 0" and p["score"] == 1.0
+
+
+def test_blender_default_candidates_come_from_distinct_systems_not_cot_sc_samples(tmp_path, tiny_data):
+    from baselines.llm_blender import SYSTEMS
+
+    def script(messages, sampling):
+        p = last(messages)
+        if "Two candidate responses" in p:
+            return "Better: A"
+        if "Fuse them" in p:
+            return "fused ANSWER: 0"
+        return "ANSWER: 0"
+
+    method = {"name": "llm_blender", "solver": "baselines.llm_blender:llm_blender", "params": {"template": COT}}
+    preds, calls, _, bb = solve(tmp_path, method, script)
+    assert stages(preds[0]) == {"candidate": 5, "rank": 20, "fuse": 1}
+    cand = [(m, s) for m, s, n in bb.requests if not any(x in last(m) for x in ("Two candidate", "Fuse them"))]
+    systems = [m[0]["content"] for m, s in cand]
+    assert [m[0]["role"] for m, s in cand] == ["system"] * 5 and len(set(systems)) == 5
+    assert sorted(s["temperature"] for m, s in cand) == sorted(x["temperature"] for x in SYSTEMS)
+    # none of them is the CoT-SC request (same prompt, no system message), so nothing is replayed from its cache
+    assert all(len(m) == 2 for m, s in cand)
+    assert preds[0]["trace"]["candidates_from"] == "systems"
 
 
 def test_blender_unreadable_verdicts_are_ties():
@@ -304,7 +360,7 @@ def test_dylan_unparsable_ranking_falls_back_to_a_seeded_choice(tmp_path, tiny_d
     assert stages(preds[0])["layer_3"] == 2
 
 
-def test_dylan_code_final_choice_uses_public_tests(tmp_path, tiny_data):
+def test_dylan_code_final_choice_by_public_tests_is_an_option(tmp_path, tiny_data):
     def script(messages, sampling):
         p = last(messages)
         if "choose the best 2 solutions" in p:
@@ -313,12 +369,39 @@ def test_dylan_code_final_choice_uses_public_tests(tmp_path, tiny_data):
         body = "return 4" if agent == 3 else f"return {agent} + 0"
         return f"```python\n# agent {agent}\ndef f():\n    {body}\n```"
 
-    preds, calls, _, _ = solve(tmp_path, DYLAN, script, code=True)
+    dylan_tests = {**DYLAN, "params": {"code_choice": "public_tests"}}
+    preds, calls, _, _ = solve(tmp_path, dylan_tests, script, code=True)
     p = preds[0]
     assert p["trace"]["roles"][0] == "PythonAssistant"
     assert {c["temperature"] for c in calls if c["stage"] != "rank"} == {0.8}
     assert stages(p) == {"layer_1": 4, "layer_2": 4, "rank": 1, "layer_3": 2}
     assert "return 4" in p["raw_output"] and p["trace"]["vote"]["rule"] == "public-tests" and p["score"] == 1.0
+
+
+@pytest.mark.parametrize("method", ["cot_sc", "llm_debate", "dylan"])
+def test_code_choice_defaults_to_program_majority_and_tests_are_an_option(tmp_path, tiny_data, method):
+    """The papers' rule for code is a majority over programs; choosing by the visible example test is a
+    named option (issue 9 §2)."""
+    CodeEchoBenchmark.test_runs = 0
+
+    def script(messages, sampling):
+        p = last(messages)
+        if "choose the best 2 solutions" in p:
+            return "[1, 2]"
+        agent = agent_of(sampling)
+        body = "return 4" if agent in (1,) else "return 5"   # the majority program fails the example test
+        return f"```python\ndef f():\n    {body}\n```"
+
+    solver = {"cot_sc": "baselines.simple:cot_sc", "llm_debate": "baselines.llm_debate:llm_debate",
+              "dylan": "baselines.dylan:dylan"}[method]
+    params = {"template": COT} if method != "dylan" else {}
+    base = {"name": method, "solver": solver, "params": params}
+    preds, *_ = solve(tmp_path / "maj", base, script, code=True)
+    assert "return 5" in preds[0]["raw_output"] and preds[0]["score"] == 0.0
+    assert CodeEchoBenchmark.test_runs == 0          # the default never runs a test
+    opt = {**base, "params": {**params, "code_choice": "public_tests"}}
+    preds, *_ = solve(tmp_path / "tests", opt, script, code=True)
+    assert "return 4" in preds[0]["raw_output"] and preds[0]["score"] == 1.0 and CodeEchoBenchmark.test_runs > 0
 
 
 # ---- Tree-of-Thoughts ------------------------------------------------------------------------
@@ -328,8 +411,8 @@ def tot_script(messages, sampling):
         steps = p.split("Steps so far:")[1].split("Propose up to")[0]
         depth = steps.count("\n") - 1 if "(none)" not in steps else 0
         return f"good step {depth}\nbad step {depth}\n- good alt {depth}"
-    if "Evaluate whether this partial solution" in p or "Judge whether this solution" in p:
-        sol = p.split("solution:")[1]
+    if "sure, likely or impossible" in p:
+        sol = p.split("so far:")[1] if "so far:" in p else p.split("solution:")[1]
         return "ok\nsure" if "bad" not in sol and "WRONG" not in sol else "no\nimpossible"
     if "complete the solution" in p:
         return "ANSWER: 0" if "good step 0" in p else "WRONG ANSWER: 3"
@@ -338,7 +421,7 @@ def tot_script(messages, sampling):
 
 def test_tot_bfs_calls_per_level_and_greedy_selection(tmp_path, tiny_data):
     method = {"name": "tot", "solver": "baselines.tot:tot",
-              "params": {"breadth": 2, "depth": 3, "n_evaluate": 2, "max_proposals": 3}}
+              "params": {"breadth": 2, "depth": 3, "n_evaluate": 2, "max_proposals": 3, "final": "value_answers"}}
     preds, calls, _, _ = solve(tmp_path, method, tot_script)
     p = preds[0]
     # level 1: 1 propose, 3 children x 2 value samples; level 2: 2 proposes, 6 children x 2;
@@ -349,6 +432,30 @@ def test_tot_bfs_calls_per_level_and_greedy_selection(tmp_path, tiny_data):
     assert p["raw_output"].startswith("good step 0\n") and p["raw_output"].endswith("ANSWER: 0")
     assert p["score"] == 1.0 and p["confidence"] == 1.0
     assert {c["temperature"] for c in calls} == {0.7}
+
+
+def test_tot_default_final_pick_is_algorithm_1_and_value_prompts_follow_the_domain(tmp_path, tiny_data):
+    from baselines.tot import VALUE_TEMPLATES
+
+    seen = []
+
+    def script(messages, sampling):
+        if "sure, likely or impossible" in last(messages):
+            seen.append(last(messages))
+        return tot_script(messages, sampling)
+
+    method = {"name": "tot", "solver": "baselines.tot:tot",
+              "params": {"breadth": 2, "depth": 3, "n_evaluate": 2, "max_proposals": 3}}
+    preds, *_ = solve(tmp_path, method, script)
+    p = preds[0]
+    # two thought levels are valued; then ONE answer is generated from the best state (no answer values)
+    assert stages(p) == {"propose": 3, "value": 6 + 12, "answer": 1}
+    assert p["trace"]["levels"][-1]["kind"] == "answer-from-best-state"
+    assert p["raw_output"].startswith("good step 0\n") and p["raw_output"].endswith("ANSWER: 0")
+    # the test benchmark is QA: every value prompt is the QA one
+    qa_marker = "supported by the context"
+    assert seen and all(qa_marker in x for x in seen) and qa_marker in VALUE_TEMPLATES["qa"]
+    assert len({VALUE_TEMPLATES[d] for d in ("math", "code", "qa")}) == 3
 
 
 def test_tot_duplicate_candidates_get_zero_value_without_a_call(tmp_path, tiny_data):
@@ -363,7 +470,7 @@ def test_tot_duplicate_candidates_get_zero_value_without_a_call(tmp_path, tiny_d
     assert parse_proposals("1. a\n2) b\n- a\n\nStep 3: c", 5) == ["a", "b", "c"]
     assert value_of(["x\nlikely", "sure", "Impossible.", "no verdict"]) == pytest.approx(21.001)
     method = {"name": "tot", "solver": "baselines.tot:tot",
-              "params": {"breadth": 1, "depth": 2, "n_evaluate": 1, "max_proposals": 3}}
+              "params": {"breadth": 1, "depth": 2, "n_evaluate": 1, "max_proposals": 3, "final": "value_answers"}}
     preds, *_ = solve(tmp_path, method, script)
     assert stages(preds[0]) == {"propose": 1, "value": 2 + 1, "answer": 1}
 
