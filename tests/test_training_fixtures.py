@@ -36,16 +36,30 @@ def test_lora_fixture_identity_and_cache(tiny, tmp_path: Path):
     assert ident["name"] == "planner" and ident["sha256"] == file_sha256(a)
     assert ident["base_model"]["sha256"] == file_sha256(tiny.gguf)
     assert ident["training_data_sha256"] is None
-    assert read_adapter_identity(tmp_path / "a")["sha256"] != ident["sha256"]  # the peft folder has its own hash
+    peft = read_adapter_identity(tmp_path / "a")
+    assert peft["sha256"] != ident["sha256"] and peft["base_model"] == ident["base_model"]
 
 
 def test_identity_file_of_a_changed_adapter_is_refused(tiny, tmp_path: Path):
     a = lora_gguf(tiny.gguf, tmp_path, seed=3, name="a")
     rec = json.loads(identity_path(a).read_text())
+    assert rec["sha256"] == file_sha256(a)
     rec["sha256"] = "0" * 64
     identity_path(a).write_text(json.dumps(rec))
     with pytest.raises(ValueError, match="changed after it was exported"):
         read_adapter_identity(a)
+
+
+def test_identity_is_what_the_backbones_read(tiny, tmp_path: Path):
+    """harness.adapters (serve's reader, used by every backbone) finds the same base and data hash."""
+    from harness.adapters import AdapterSpec, adapter_identity
+
+    g = lora_gguf(tiny.gguf, tmp_path, seed=5, name="x", train_texts=["one two three"])
+    for path in (g, tmp_path / "x"):
+        ours, theirs = read_adapter_identity(path, "x"), adapter_identity(AdapterSpec("x", str(path)))
+        assert (theirs["sha256"], theirs["base_model"], theirs["training_data_sha256"]) == \
+            (ours["sha256"], ours["base_model"], ours["training_data_sha256"])
+        assert ours["training_data_sha256"]
 
 
 def test_trained_lora_fixture_loss_falls(tiny, tmp_path: Path):

@@ -1,9 +1,10 @@
 """An adapter's identity: what the serving side records per call (sha256, base model, training-data hash).
 
-Written by the trainer (and the fixtures) beside every adapter it exports: ``<name>.identity.json`` next to a GGUF
-LoRA ``<name>.gguf``, and ``identity.json`` inside a peft adapter folder. :func:`read_adapter_identity` is what a
-backbone calls for an ``adapters: {name: {path}}`` entry; it needs neither torch nor the ``train`` extra. An
-adapter made elsewhere (no identity file) still gets its own sha256; its base and training data are ``None``.
+Written by the trainer (and the fixtures) beside every adapter it exports, where the backbones' adapter reader
+(:func:`harness.adapters.adapter_identity`) looks: ``<name>.gguf.json`` next to a GGUF LoRA, ``provenance.json``
+inside a peft adapter folder. Keys: ``base_model`` (the base's identity), ``training_data_sha256``, ``config``,
+``kind``; a GGUF's sidecar also carries the file's ``sha256`` so a changed file is detected. A peft folder's hash
+covers every file in it (the sidecar included), as the backbones compute it.
 """
 from __future__ import annotations
 
@@ -19,12 +20,9 @@ IDENTITY_FORMAT = "agentic-repro/adapter-identity/1"
 
 
 def identity_path(adapter: str | os.PathLike[str]) -> Path:
-    """``X.gguf`` -> ``X.identity.json``; a peft folder -> ``folder/identity.json``."""
+    """``X.gguf`` -> ``X.gguf.json``; a peft folder -> ``folder/provenance.json``."""
     p = Path(adapter)
-    if p.is_dir():
-        return p / "identity.json"
-    return p.with_name(p.name[: -len(".gguf")] + ".identity.json" if p.name.endswith(".gguf")
-                       else p.name + ".identity.json")
+    return p / "provenance.json" if p.is_dir() else p.with_name(p.name + ".json")
 
 
 def _sha256(path: Path) -> str:
@@ -36,26 +34,25 @@ def _sha256(path: Path) -> str:
 
 
 def adapter_sha256(adapter: str | os.PathLike[str]) -> str:
-    """sha256 of a GGUF LoRA file, or of a peft folder's weights + adapter_config.json (names and bytes)."""
+    """sha256 of a GGUF file, or of a folder as sorted (relative path, file sha256) lines (as the backbones do)."""
     p = Path(adapter)
     if p.is_file():
         return _sha256(p)
     if not p.is_dir():
         raise FileNotFoundError(f"adapter not found: {p}")
-    files = sorted(f for f in p.iterdir() if f.name.startswith("adapter_") and f.is_file())
-    if not files:
-        raise FileNotFoundError(f"{p} is not a peft adapter folder (no adapter_config.json / adapter_model.*)")
     h = hashlib.sha256()
-    for f in files:
-        h.update(f.name.encode() + b"\0" + _sha256(f).encode() + b"\n")
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        h.update(f.relative_to(p).as_posix().encode() + b"\0" + _sha256(f).encode() + b"\n")
     return h.hexdigest()
 
 
 def write_identity(adapter: str | os.PathLike[str], record: dict[str, Any]) -> Path:
-    """Write ``record`` (plus the adapter's own sha256 and the format tag) beside ``adapter``; returns the file."""
+    """Write ``record`` (plus the format tag, and a GGUF's own sha256) where the backbones read it."""
     p = Path(adapter)
     out = identity_path(p)
-    full = {"format": IDENTITY_FORMAT, "file": p.name, "sha256": adapter_sha256(p), **record}
+    full = {"format": IDENTITY_FORMAT, **record}
+    if p.is_file():
+        full["file"], full["sha256"] = p.name, _sha256(p)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(full, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, out)
@@ -65,8 +62,8 @@ def write_identity(adapter: str | os.PathLike[str], record: dict[str, Any]) -> P
 def read_adapter_identity(adapter: str | os.PathLike[str], name: str | None = None) -> dict[str, Any]:
     """``{"name", "sha256", "base_model", "training_data_sha256", "path", ...}`` for a GGUF file or a peft folder.
 
-    ``sha256`` is always computed from the bytes (a stale identity file whose sha256 differs is refused);
-    ``base_model`` and ``training_data_sha256`` come from the identity file when there is one, else ``None``.
+    ``sha256`` is computed from the bytes; a GGUF whose sidecar names another sha256 is refused (the file was
+    changed after export). Without a sidecar, ``base_model`` and ``training_data_sha256`` are ``None``.
     """
     p = Path(adapter).expanduser()
     sha = adapter_sha256(p)
@@ -74,14 +71,11 @@ def read_adapter_identity(adapter: str | os.PathLike[str], name: str | None = No
     ident = identity_path(p)
     if ident.is_file():
         rec = json.loads(ident.read_text(encoding="utf-8"))
-        if rec.get("sha256") not in (None, sha):
+        if p.is_file() and rec.get("sha256") not in (None, sha):
             raise ValueError(f"{ident} describes an adapter with sha256 {rec.get('sha256')}, but {p} has {sha}: "
                              "the adapter was changed after it was exported; re-export it or delete the identity file")
-    return {
-        "name": name or rec.get("name") or p.stem,
-        "sha256": sha,
-        "base_model": rec.get("base_model"),
-        "training_data_sha256": rec.get("training_data_sha256"),
-        "path": str(p.resolve()),
-        **({"kind": rec["kind"]} if "kind" in rec else {}),
-    }
+    out = {"name": name or rec.get("name") or p.stem, "sha256": sha, "base_model": rec.get("base_model"),
+           "training_data_sha256": rec.get("training_data_sha256"), "path": str(p.resolve())}
+    if "kind" in rec:
+        out["kind"] = rec["kind"]
+    return out
