@@ -28,9 +28,13 @@ Privileges. As root (the reference container) the untrusted process becomes uid/
 (nobody) keeping exactly one capability, CAP_DAC_READ_SEARCH, so it can import the
 interpreter even where that lives under ``/root`` but cannot write files it does not own,
 signal or ptrace the runner; if that is impossible, uid 0 without any capability; if that is
-impossible too, nothing runs (status ``error``). It is also the init of a new pid namespace
-(cannot see or signal anything outside; everything it starts dies with it) inside a new
-network namespace (no usable interface, so no network even past the audit hook).
+impossible too, nothing runs (status ``error``). It runs in a new pid namespace (cannot see
+or signal anything outside; everything it starts dies with it) inside a new network namespace
+(no usable interface, so no network even past the audit hook). It is PID 2 there, the child of
+a small reaper (PID 1) that never runs solution code: Linux drops signals a namespace's init
+sends itself, SIGKILL included, so a solution running as PID 1 could survive its own
+``os.kill(os.getpid(), 9)`` and pass. The reaper reports how the solution ended and kills it
+if it stopped itself; it is the solution's parent without the namespace too.
 
 Containment (defence in depth; the verdict does not rest on it): a fresh temporary working
 directory, deleted afterwards; a minimal environment without proxies; ``python -I -S`` (no
@@ -323,13 +327,16 @@ def _runner(namespaces, assign_fd=None):
     t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
         p.close()
-    trusted_pid = os.getpid()
+    st_pipe = os.pipe()  # how the solution's process ended, when a namespace init reaps it
+    st_r, st_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in st_pipe)
+    for fd in st_pipe:
+        os.close(fd)
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
             for fd in _open_fds():
-                if fd > 2 and fd != u_sock.fileno():
+                if fd > 2 and fd not in (u_sock.fileno(), st_w):
                     try:
                         os.close(fd)
                     except OSError:
@@ -337,13 +344,14 @@ def _runner(namespaces, assign_fd=None):
             nul = os.open(os.devnull, os.O_RDONLY)
             os.dup2(nul, 0)
             os.close(nul)
-            untrusted(u_sock, Chan(u_sock.fileno()), libc, trusted_pid, sealed)
+            reaper(u_sock, st_w, libc, sealed, Chan)  # forks the solution's process
             code = 0
         except BaseException:
             print_exc()
         finally:
             os._exit(code)
     u_sock.close()
+    os.close(st_w)
     chan = Chan(t_sock.fileno())
     if assign_fd is not None:  # a spare: wait for the fork server to hand us a run
         asock = socket.socket(fileno=assign_fd)
@@ -395,7 +403,7 @@ def _runner(namespaces, assign_fd=None):
         except OSError:
             pass
     try:
-        status, detail = trusted(pid, chan, spec, prelude, test, Died, Protocol, header.get("site_paths", []))
+        status, detail = trusted(pid, chan, spec, prelude, test, Died, Protocol, header.get("site_paths", []), st_r)
     except MemoryError:
         status, detail = "memory", "MemoryError in the runner"
     except BaseException as exc:
@@ -519,8 +527,9 @@ def trusted_tables():
     return _TABLES
 
 
-def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths):
-    """The benchmark's code. Never executes the solution; only talks to it through `chan`."""
+def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
+    """The benchmark's code. Never executes the solution; only talks to it through `chan`.
+    `status_fd`: where the reaper reports how the solution's process ended."""
     import builtins, importlib, re
 
     state = {"dead": None, "protocol": None}
@@ -533,10 +542,21 @@ def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths):
         """The solution raised an exception type that is not a builtin one."""
 
     def untrusted_status():
+        """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
         try:
             _, st = os.waitpid(pid, 0)
         except ChildProcessError:
             return "killed", "solution process vanished"
+        stopped = 0
+        if status_fd is not None:  # the reaper saw how the solution's process ended
+            try:
+                os.set_blocking(status_fd, False)
+                fields = os.read(status_fd, 64).split()
+                st, stopped = int(fields[0]), int(fields[1])
+            except (OSError, ValueError, IndexError):
+                pass
+        if stopped:
+            return "killed", "solution process stopped itself with signal %d (killed)" % stopped
         if os.WIFSIGNALED(st):
             sig = os.WTERMSIG(st)
             if sig in (signal.SIGXCPU,):
@@ -817,7 +837,57 @@ def drop_privileges(mode, libc):
         raise OSError("privileges were not dropped")
 
 
-def untrusted(sock, chan, libc, trusted_pid, sealed):
+def reaper(sock, status_fd, libc, sealed, Chan):
+    """The parent of the solution's process; never runs solution code.
+
+    With the pid namespace it is the namespace's PID 1. Linux drops every signal that processes
+    inside a namespace send to its init unless init handles it, SIGKILL and SIGSTOP included, so
+    a solution running as PID 1 would survive `os.kill(os.getpid(), 9)` and could still pass.
+    The solution therefore runs as PID 2 (a child of this process), where signals act as usual.
+    In every mode this process reports how the solution ended (raw wait status, stop signal) on
+    `status_fd`, kills it if it stopped itself (SIGSTOP would otherwise hang until the wall-clock
+    timeout) and exits; as a namespace init, its exit kills whatever else is left inside."""
+    if libc is not None:
+        try:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the runner
+        except Exception:
+            pass
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 70
+        try:
+            os.close(status_fd)
+            untrusted(sock, Chan(sock.fileno()), libc, parent, sealed)
+            code = 0
+        except BaseException:
+            print_exc()
+        finally:
+            os._exit(code)
+    sock.close()  # the runner sees end of file as soon as the solution's process is gone
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: signals from inside are dropped
+    stopped = 0
+    status = None
+    while status is None:
+        try:
+            pid, st = os.waitpid(-1, os.WUNTRACED)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid != child:
+            continue  # an orphan re-parented to us: reaped
+        if os.WIFSTOPPED(st):  # SIGSTOP/SIGTSTP on itself: it would hang until the timeout
+            stopped = os.WSTOPSIG(st)
+            os.kill(child, signal.SIGKILL)
+            continue
+        status = st
+    if status is not None:
+        os.write(status_fd, ("%d %d\n" % (status, stopped)).encode())
+    os._exit(0)
+
+
+def untrusted(sock, chan, libc, parent_pid, sealed):
     """The solution's process: wait for a run, load the solution, answer with plain data."""
     import builtins, signal, resource, socket
 
@@ -852,7 +922,7 @@ def untrusted(sock, chan, libc, trusted_pid, sealed):
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (after setuid, which clears it)
         except Exception:
             pass
-    if os.getppid() not in (trusted_pid, 0):  # 0: we are init of a new pid namespace
+    if os.getppid() != parent_pid:  # its parent (the reaper) is gone already
         os._exit(0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing
     for mod in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
