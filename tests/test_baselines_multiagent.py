@@ -583,3 +583,32 @@ def test_every_method_config_states_its_label_and_deviations():
         assert isinstance(method.get("label"), str) and method["label"], path.name
     assert compose(["method=llm_blender"])["method"]["label"] == "LLM-Blender (backbone ranker/fuser)"
     assert "code judges not run" in compose(["method=dylan"])["method"]["label"]
+
+
+class ShownExampleBenchmark(CodeEchoBenchmark):
+    """A code task whose text shows its example test (as MBPP's task text does after issue 9 §2)."""
+
+    EXAMPLE = ">>> assert f() == 4"
+
+    def render(self, problem: Problem) -> str:
+        return f"Write f. {problem.fields['q']}\n{self.EXAMPLE}"
+
+
+@pytest.mark.parametrize("name", ["io", "cot", "cot_sc", *NEW_METHODS, "denoiseflow"])
+def test_every_method_prompt_shows_the_task_text_with_its_example_test(tmp_path, tiny_data, name):
+    """What a method may see is what its prompt shows: every request of every method carries the rendered
+    task, its example test included (issue 9 §2: the example test is part of the task text)."""
+    from tests.conftest import compose
+
+    method = compose([f"method={name}"])["method"]
+    if name == "denoiseflow":
+        method["params"].update(embedder="hash", n_samples=2, k_max=2, max_retries=1)
+    spec = make_spec(tmp_path, method, limit=1)
+    spec.benchmark_cfg.update(kind="tests.test_baselines_multiagent.ShownExampleBenchmark",
+                              answer_instruction="Write the function in a ```python block.", execute_code=True)
+    bb = ScriptedBackbone(lambda m, s: "```python\ndef f():\n    return 4\n```")
+    run(spec, bb)
+    pred = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
+    assert pred["status"] == "ok", pred.get("error")
+    texts = ["\n".join(m["content"] for m in msgs) for msgs, _, _ in bb.requests]
+    assert texts and all(ShownExampleBenchmark.EXAMPLE in t for t in texts)
