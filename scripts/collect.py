@@ -2,6 +2,17 @@
 
 Every number a reporting script prints comes from here, and each aggregate keeps the list of
 ``metrics.json`` files it was computed from (``sources``), so any table entry can be traced back.
+
+Runs are found by what they recorded, not by where they sit: :class:`RunIndex` walks
+``results/<experiment>/`` for ``metrics.json`` files and keys each run by its own ``config.yaml``
+(benchmark, method and backbone names, seed), so a change of the folder layout
+(``harness.runner.RunSpec.out_dir``) needs no change here. A folder without ``config.yaml`` (hand-made
+fixtures) falls back to ``<benchmark>/<method>/<backbone>[/...]/seed=<s>``.
+
+A cell is *incomplete* when any of its runs has errors (``n_errors > 0``), says ``complete: false``, or
+answered fewer problems than it selected: such a cell is reported as ``answered/selected, k errors`` and is
+never averaged (an error is not a wrong answer). Old metrics files without ``n_errors`` are read too: the
+errors are counted from ``predictions.jsonl`` (``status: error``).
 """
 from __future__ import annotations
 
@@ -13,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.results import read_jsonl_tolerant
+from scripts.stats import Interval, interval
 
 
 @dataclass
@@ -20,19 +32,64 @@ class SeedRun:
     seed: int
     dir: Path
     metrics: dict[str, Any]
+    _preds: list[dict[str, Any]] | None = field(default=None, repr=False)
+    _config: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def score_pct(self) -> float | None:
         v = self.metrics.get("score_pct")
         return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
+    def predictions(self) -> list[dict[str, Any]]:
+        """The latest record of every selected problem (a retried problem's last attempt). A folder re-run with
+        a smaller ``limit`` holds more problems than its metrics cover: the first ``selected`` by index count."""
+        if self._preds is None:
+            latest: dict[str, dict[str, Any]] = {}
+            for r in read_jsonl_tolerant(self.dir / "predictions.jsonl"):
+                latest[r["id"]] = r
+            preds = list(latest.values())
+            sel = int(self.metrics.get("selected") or 0)
+            if sel and len(preds) > sel:
+                preds = sorted(preds, key=lambda p: (p.get("index") is None, p.get("index") or 0))[:sel]
+            self._preds = preds
+        return self._preds
+
+    def config(self) -> dict[str, Any]:
+        if self._config is None:
+            import yaml
+
+            p = self.dir / "config.yaml"
+            self._config = (yaml.load(p.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}) \
+                if p.exists() else {}
+        return self._config
+
+    # ---- completeness (interface 6: n, n_errors, selected, complete) ---------------------------------
     @property
-    def complete(self) -> bool:
-        return bool(self.metrics.get("complete"))
+    def n_errors(self) -> int:
+        if self.metrics.get("n_errors") is not None:
+            return int(self.metrics["n_errors"])
+        return sum(1 for p in self.predictions() if p.get("status") == "error")
+
+    @property
+    def selected(self) -> int:
+        return int(self.metrics.get("selected") or self.metrics.get("n") or 0)
 
     @property
     def n(self) -> int:
-        return int(self.metrics.get("n") or 0)
+        """Answered problems (errors excluded). Old metrics counted errors in ``n``; the predictions decide."""
+        preds = self.predictions()
+        if preds:
+            ok = sum(1 for p in preds if p.get("status", "ok") != "error")
+            return min(ok, self.selected) if self.selected else ok
+        return max(0, int(self.metrics.get("n") or 0) - (0 if "first_error" in self.metrics else self.n_errors))
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.metrics.get("complete")) and self.n_errors == 0 and self.n >= self.selected > 0
+
+    def problem_scores(self) -> dict[str, float]:
+        """Answered problem id -> score in [0, 1]."""
+        return {p["id"]: float(p.get("score") or 0.0) for p in self.predictions() if p.get("status", "ok") != "error"}
 
     def per_problem(self, key: str) -> float:
         return float((self.metrics.get("per_problem") or {}).get(key) or 0.0)
@@ -40,58 +97,135 @@ class SeedRun:
     def totals(self, key: str) -> float:
         return float((self.metrics.get("totals") or {}).get(key) or 0.0)
 
-    def predictions(self) -> list[dict[str, Any]]:
-        rows = read_jsonl_tolerant(self.dir / "predictions.jsonl")
-        latest: dict[str, dict[str, Any]] = {}
-        for r in rows:
-            latest[r["id"]] = r
-        return list(latest.values())
+    def calls(self) -> list[dict[str, Any]]:
+        return read_jsonl_tolerant(self.dir / "calls.jsonl")
 
-    def config(self) -> dict[str, Any]:
-        import yaml
+    def by_role(self) -> dict[str, dict[str, float]]:
+        """Per-role totals: ``metrics.json`` ``by_role`` (interface 6), else summed from ``calls.jsonl``."""
+        if isinstance(self.metrics.get("by_role"), dict) and self.metrics["by_role"]:
+            return {str(k): {kk: float(vv or 0) for kk, vv in v.items() if isinstance(vv, (int, float))}
+                    for k, v in self.metrics["by_role"].items()}
+        out: dict[str, dict[str, float]] = {}
+        for c in self.calls():
+            r = out.setdefault(str(c.get("role") or "default"),
+                               {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0, "flops": 0.0})
+            r["calls"] += 1
+            r["prompt_tokens"] += c.get("prompt_tokens") or 0
+            r["completion_tokens"] += c.get("completion_tokens") or 0
+            r["cost_usd"] += c.get("cost_usd") or 0.0
+            r["flops"] += c.get("flops") or 0.0
+        return out
 
-        p = self.dir / "config.yaml"
-        return yaml.safe_load(p.read_text()) if p.exists() else {}
+    def label(self) -> str:
+        return f"{self.dir}"
 
 
 @dataclass
 class Agg:
-    """Mean ± sample std over seeds of one (experiment, benchmark, method, backbone)."""
+    """One table cell: the runs of one (experiment, benchmark, method, backbone), one per seed."""
 
     runs: list[SeedRun] = field(default_factory=list)
 
     @property
     def scored(self) -> list[SeedRun]:
+        """Runs with a number (complete or not); use :attr:`complete` before printing it."""
         return [r for r in self.runs if r.score_pct is not None and r.n > 0]
 
     @property
+    def complete(self) -> bool:
+        return bool(self.runs) and all(r.complete for r in self.runs)
+
+    @property
+    def incomplete(self) -> bool:
+        """Runs exist but at least one has errors or unanswered problems: show it, never average it."""
+        return bool(self.runs) and not self.complete
+
+    @property
     def mean(self) -> float | None:
+        """Mean over seeds of ``score_pct``; None unless every run is complete."""
+        if not self.complete:
+            return None
         s = [r.score_pct for r in self.scored]
-        return sum(s) / len(s) if s else None  # type: ignore[arg-type]
+        return sum(s) / len(s) if s and len(s) == len(self.runs) else None  # type: ignore[arg-type]
 
     @property
     def std(self) -> float | None:
+        if self.mean is None:
+            return None
         s = [r.score_pct for r in self.scored]
         return statistics.stdev(s) if len(s) >= 2 else None  # type: ignore[arg-type]
 
     @property
-    def complete(self) -> bool:
-        return bool(self.scored) and all(r.complete for r in self.scored)
-
-    @property
     def seeds(self) -> list[int]:
-        return [r.seed for r in self.scored]
+        return [r.seed for r in self.runs]
 
     @property
     def n_problems(self) -> int:
-        return min((r.n for r in self.scored), default=0)
+        return min((r.n for r in self.runs), default=0)
+
+    @property
+    def answered(self) -> int:
+        return sum(r.n for r in self.runs)
+
+    @property
+    def selected(self) -> int:
+        return sum(r.selected for r in self.runs)
+
+    @property
+    def n_errors(self) -> int:
+        return sum(r.n_errors for r in self.runs)
+
+    def problem_means(self) -> list[float]:
+        """Per-problem score (in %) averaged over seeds, over the problems every seed answered."""
+        per = [r.problem_scores() for r in self.runs]
+        if not per:
+            return []
+        common = set(per[0]).intersection(*per[1:]) if len(per) > 1 else set(per[0])
+        return [100.0 * sum(p[i] for p in per) / len(per) for i in sorted(common)]
+
+    def ci(self, level: float = 0.95) -> Interval | None:
+        """95% interval of the cell's mean over problems (see :func:`scripts.stats.interval`)."""
+        return interval(self.problem_means(), level) if self.complete else None
+
+    def incomplete_text(self) -> str:
+        e = self.n_errors
+        return f"incomplete {self.answered}/{self.selected}" + (f", {e} error{'s' if e != 1 else ''}" if e else "")
 
     def mean_of(self, fn) -> float | None:
         vals = [fn(r) for r in self.scored]
         return sum(vals) / len(vals) if vals else None
 
     def sources(self, root: Path) -> list[str]:
-        return [_rel(r.dir / "metrics.json", root) for r in self.scored]
+        return [_rel(r.dir / "metrics.json", root) for r in self.runs]
+
+    def first_error(self) -> str | None:
+        for r in self.runs:
+            if r.metrics.get("first_error"):
+                return str(r.metrics["first_error"])
+            for p in r.predictions():
+                if p.get("status") == "error" and p.get("error"):
+                    return str(p["error"])
+        return None
+
+    def deviations(self) -> list[str] | None:
+        """The method's ``deviations`` (interface 9) as recorded in the runs' ``config.yaml``; None when no run
+        recorded the key (runs made before it existed: the caller falls back to the method's yaml)."""
+        out: list[str] = []
+        seen = False
+        for r in self.runs:
+            method = r.config().get("method") or {}
+            if "deviations" in method:
+                seen = True
+                for d in method.get("deviations") or []:
+                    if str(d) not in out:
+                        out.append(str(d))
+        return out if seen else None
+
+
+def _yaml_loader():
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _rel(p: Path, root: Path) -> str:
@@ -101,38 +235,81 @@ def _rel(p: Path, root: Path) -> str:
         return str(p)
 
 
-def run_dir(root: Path, experiment: str, benchmark: str, method: str, backbone: str) -> Path:
-    return Path(root) / experiment / benchmark / method / backbone
+@dataclass(frozen=True)
+class RunKey:
+    benchmark: str
+    method: str
+    backbone: str
+    seed: int
+
+
+class RunIndex:
+    """Every run under ``results/<experiment>/``, keyed by what its ``config.yaml`` says it is."""
+
+    def __init__(self, root: Path, experiment: str, runs: dict[RunKey, SeedRun]) -> None:
+        self.root, self.experiment, self.runs = Path(root), experiment, runs
+
+    @classmethod
+    def scan(cls, root: Path, experiment: str) -> "RunIndex":
+        base = Path(root) / experiment
+        runs: dict[RunKey, SeedRun] = {}
+        if base.is_dir():
+            for m in sorted(base.rglob("metrics.json")):
+                try:
+                    metrics = json.loads(m.read_text(encoding="utf-8"))
+                except (OSError, json.JSONDecodeError):
+                    continue
+                key = _key_of(m.parent, base)
+                if key is None:
+                    continue
+                runs[key[0]] = SeedRun(key[0].seed, m.parent, metrics, _config=key[1])
+        return cls(Path(root), experiment, runs)
+
+    def agg(self, benchmark: str, method: str, backbone: str, seeds: list[int] | None = None) -> Agg:
+        runs = [r for k, r in self.runs.items() if k.benchmark == benchmark and k.method == method
+                and k.backbone == backbone and (seeds is None or k.seed in seeds)]
+        return Agg(sorted(runs, key=lambda r: r.seed))
+
+    def backbones(self) -> list[str]:
+        return sorted({k.backbone for k in self.runs}, key=lambda b: (b != "gpt-4o-mini", b))
+
+    def methods(self) -> list[str]:
+        return sorted({k.method for k in self.runs})
+
+
+def _key_of(d: Path, base: Path) -> tuple[RunKey, dict[str, Any]] | None:
+    cfg_path = d / "config.yaml"
+    if cfg_path.exists():
+        import yaml
+
+        try:
+            cfg = yaml.load(cfg_path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
+            return RunKey(str(cfg["benchmark"]["name"]), str(cfg["method"]["name"]), str(cfg["backbone"]["name"]),
+                          int(cfg["seed"])), cfg
+        except (KeyError, TypeError, ValueError, yaml.YAMLError):
+            pass
+    parts = d.relative_to(base).parts
+    if len(parts) < 4 or not parts[-1].startswith("seed="):
+        return None
+    try:
+        return RunKey(parts[0], parts[1], parts[2], int(parts[-1].split("=", 1)[1])), {}
+    except ValueError:
+        return None
 
 
 def load_runs(root: Path, experiment: str, benchmark: str, method: str, backbone: str,
               seeds: list[int] | None = None) -> Agg:
-    base = run_dir(root, experiment, benchmark, method, backbone)
-    runs = []
-    if base.is_dir():
-        for d in sorted(base.glob("seed=*")):
-            m = d / "metrics.json"
-            if not m.exists():
-                continue
-            try:
-                seed = int(d.name.split("=", 1)[1])
-                metrics = json.loads(m.read_text())
-            except (ValueError, json.JSONDecodeError):
-                continue
-            if seeds is not None and seed not in seeds:
-                continue
-            runs.append(SeedRun(seed, d, metrics))
-    return Agg(sorted(runs, key=lambda r: r.seed))
+    """One cell (scans the experiment; build a :class:`RunIndex` once when reading many cells)."""
+    return RunIndex.scan(root, experiment).agg(benchmark, method, backbone, seeds)
 
 
 def backbones_on_disk(root: Path, experiment: str) -> list[str]:
     """Backbone names with at least one metrics.json under results/<experiment>/."""
-    found = {p.parents[1].name for p in (Path(root) / experiment).glob("*/*/*/seed=*/metrics.json")}
-    return sorted(found, key=lambda b: (b != "gpt-4o-mini", b))
+    return RunIndex.scan(root, experiment).backbones()
 
 
 def methods_on_disk(root: Path, experiment: str) -> list[str]:
-    return sorted({p.parents[2].name for p in (Path(root) / experiment).glob("*/*/*/seed=*/metrics.json")})
+    return RunIndex.scan(root, experiment).methods()
 
 
 def cost_per_problem(agg: Agg) -> tuple[float | None, str]:
@@ -141,3 +318,11 @@ def cost_per_problem(agg: Agg) -> tuple[float | None, str]:
     if usd:
         return usd, "usd"
     return agg.mean_of(lambda r: r.per_problem("tokens")), "tokens"
+
+
+def stop_fraction(calls: list[dict[str, Any]]) -> tuple[int, int, int]:
+    """(calls that ended with ``stop``, calls with a recorded finish_reason, all answered calls) of a ledger.
+    Cached replays count: they are the answers the run scored."""
+    answered = [c for c in calls if not c.get("error")]
+    known = [c for c in answered if c.get("finish_reason")]
+    return sum(1 for c in known if c["finish_reason"] == "stop"), len(known), len(answered)

@@ -1,6 +1,8 @@
 """Efficiency and behaviour tables from ``results/`` alone (zero backbone calls).
 
-- Table 3: avg calls, tokens and $ per problem, retry % (every method, from metrics.json / predictions.jsonl);
+- Table 3: avg calls, tokens, $ and FLOPs per problem, retry % (every method, from metrics.json / predictions.jsonl);
+  and, for methods whose runs use several backbone roles (designer, executor, judge, ...), the same per role
+  (``metrics.json`` ``by_role``, else summed from ``calls.jsonl``'s ``role``);
 - Table 9: strategy distribution and average K (DenoiseFlow traces: ``route``, ``K``);
 - Table 10: refinement recovery (problems that entered Correcting and ended correct);
 - Figure 3: risk vs success with a binned Spearman ρ (trace ``risk``; otherwise 1 − confidence, labelled so);
@@ -18,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import Agg, backbones_on_disk, load_runs, methods_on_disk
+from scripts.collect import Agg, RunIndex
 from scripts.figstyle import empty_panel, plt, save
 from scripts.render import Table, fmt, fmt_pm, write_csv, write_tables
 from scripts.runs import CONFIGS, load_experiment, parse_args
@@ -55,30 +57,65 @@ def _preds(agg: Agg) -> list[dict[str, Any]]:
 
 
 def table3(root: Path, exp_name: str, benches: list[str], backbone: str, methods: list[str]):
+    index = RunIndex.scan(root, exp_name)
     t = Table(f"Table 3: efficiency, {backbone} (per problem, mean over seeds and benchmarks)",
-              ["Method", "Avg calls", "Avg tokens", "$ / problem", "Retry %", "Score"], label=f"tab:eff-{backbone}")
+              ["Method", "Avg calls", "Avg tokens", "$ / problem", "FLOPs / problem", "Retry %", "Score"],
+              label=f"tab:eff-{backbone}")
+    roles_t = Table(f"Table 3 by role: {backbone} (per problem, mean over seeds and benchmarks; methods with several "
+                    "backbone roles)", ["Method", "Role", "Calls", "Prompt tokens", "Completion tokens", "$ / problem",
+                                        "FLOPs / problem"], label=f"tab:eff-roles-{backbone}")
     recs = []
     for m in methods:
-        aggs = [load_runs(root, exp_name, b, m, backbone) for b in benches]
-        aggs = [a for a in aggs if a.mean is not None]
+        aggs = [index.agg(b, m, backbone) for b in benches]
+        aggs = [a for a in aggs if a.mean is not None]      # complete cells only: errors are never averaged
         if not aggs:
             continue
         calls = sum(a.mean_of(lambda r: r.per_problem("calls")) for a in aggs) / len(aggs)
         toks = sum(a.mean_of(lambda r: r.per_problem("tokens")) for a in aggs) / len(aggs)
         usd = sum(a.mean_of(lambda r: r.per_problem("cost_usd")) for a in aggs) / len(aggs)
+        roles = _roles_per_problem(aggs)
+        flops = sum(v["flops"] for v in roles.values()) if roles else None
         preds = [p for a in aggs for p in _preds(a)]
         retr = [_triggered(p) for p in preds if _triggered(p) is not None]
         retry_pct = 100 * sum(retr) / len(retr) if retr else None
         score = sum(a.mean for a in aggs) / len(aggs)
-        t.rows.append([m, f"{calls:.2f}", f"{toks:.0f}", f"{usd:.5f}", fmt(retry_pct), fmt(score)])
+        t.rows.append([m, f"{calls:.2f}", f"{toks:.0f}", f"{usd:.5f}", _sci(flops), fmt(retry_pct), fmt(score)])
         recs.append({"table": 3, "backbone": backbone, "method": m, "calls": round(calls, 4), "tokens": round(toks, 1),
-                     "cost_usd": usd, "retry_pct": retry_pct, "score": round(score, 4),
+                     "cost_usd": usd, "flops": flops, "retry_pct": retry_pct, "score": round(score, 4),
                      "benchmarks": " ".join(b for b, a in zip(benches, aggs)),
                      "sources": ";".join(s for a in aggs for s in a.sources(root))})
-    t.notes = ["Benchmarks averaged: those each method has on disk. Retry %: share of problems that entered "
+        if len(roles) > 1:
+            for role, v in sorted(roles.items()):
+                roles_t.rows.append([m, role, f"{v['calls']:.2f}", f"{v['prompt_tokens']:.0f}",
+                                     f"{v['completion_tokens']:.0f}", f"{v['cost_usd']:.5f}", _sci(v["flops"])])
+                recs.append({"table": "3-role", "backbone": backbone, "method": m, "role": role,
+                             "calls": round(v["calls"], 4), "tokens": round(v["prompt_tokens"] + v["completion_tokens"], 1),
+                             "cost_usd": v["cost_usd"], "flops": v["flops"],
+                             "sources": ";".join(s for a in aggs for s in a.sources(root))})
+    t.notes = ["Benchmarks averaged: those each method has complete on disk. Retry %: share of problems that entered "
                "refinement (DenoiseFlow trace refinement.triggered; — for methods without it). "
-               "$ is 0 on local backbones (no price)."]
-    return t, recs
+               "$ is 0 on local backbones (no price). FLOPs ≈ 2 × parameters × tokens (the ledger's estimate)."]
+    roles_t.notes = ["Per role: metrics.json by_role (calls.jsonl role when absent), divided by answered problems. "
+                     + ("" if roles_t.rows else "No run on disk uses more than one role yet.")]
+    return t, recs, roles_t
+
+
+def _roles_per_problem(aggs: list[Agg]) -> dict[str, dict[str, float]]:
+    """role -> calls/tokens/$/FLOPs per problem, mean over the cells (each cell: mean over its seeds)."""
+    out: dict[str, dict[str, float]] = {}
+    for a in aggs:
+        runs = [r for r in a.scored if r.n]
+        for r in runs:
+            for role, v in r.by_role().items():
+                acc = out.setdefault(role, {"calls": 0.0, "prompt_tokens": 0.0, "completion_tokens": 0.0,
+                                            "cost_usd": 0.0, "flops": 0.0})
+                for k in acc:
+                    acc[k] += float(v.get(k) or 0.0) / r.n / len(runs) / len(aggs)
+    return out
+
+
+def _sci(x: float | None) -> str:
+    return "—" if not x else f"{x:.2e}"
 
 
 def table9_10(root: Path, exp_name: str, benches: list[str], backbone: str, method: str, thr: float = 0.5):
@@ -97,7 +134,7 @@ def table9_10(root: Path, exp_name: str, benches: list[str], backbone: str, meth
                 break
             preds, agg = every, None
         else:
-            agg = load_runs(root, exp_name, b, method, backbone)
+            agg = RunIndex.scan(root, exp_name).agg(b, method, backbone)
             preds = [p for p in _preds(agg) if isinstance(p.get("trace"), dict) and "route" in p["trace"]]
             every += preds
         if not preds or rep is None:
@@ -131,11 +168,12 @@ def figure3(root: Path, exp_name: str, benches: list[str], backbone: str, method
     pyplot = plt()
     fig, ax = pyplot.subplots(figsize=(5.2, 3.8))
     stats = []
+    index = RunIndex.scan(root, exp_name)
     for m in methods:
         pts = []
         src = "risk"
         for b in benches:
-            for p in _preds(load_runs(root, exp_name, b, m, backbone)):
+            for p in _preds(index.agg(b, m, backbone)):
                 if p.get("status", "ok") != "ok":
                     continue
                 risk = _first(p.get("trace") or {}, RISK_KEYS)
@@ -172,7 +210,8 @@ def figure3(root: Path, exp_name: str, benches: list[str], backbone: str, method
 def table8(root: Path, exp_name: str) -> tuple[Table, list[dict[str, Any]]]:
     benches = ["gsm8k", "math"]
     configured = sorted(p.stem for p in (CONFIGS / "backbone").glob("*.yaml"))
-    on_disk = backbones_on_disk(root, exp_name)
+    index = RunIndex.scan(root, exp_name)
+    on_disk = index.backbones()
     t = Table("Table 8: cross-model, CoT vs DenoiseFlow (score %)",
               ["Backbone", "CoT GSM8K", "CoT MATH", "DenoiseFlow GSM8K", "DenoiseFlow MATH", "Δ avg"],
               label="tab:cross-model")
@@ -181,8 +220,8 @@ def table8(root: Path, exp_name: str) -> tuple[Table, list[dict[str, Any]]]:
         cells, means = [bb], {}
         for m in ("cot", "denoiseflow"):
             for b in benches:
-                a = load_runs(root, exp_name, b, m, bb)
-                cells.append(fmt_pm(a.mean, a.std))
+                a = index.agg(b, m, bb)
+                cells.append(a.incomplete_text() if a.incomplete else fmt_pm(a.mean, a.std))
                 means[(m, b)] = a.mean
                 if a.mean is not None:
                     recs.append({"table": 8, "backbone": bb, "method": m, "benchmark": b, "mean": a.mean,
@@ -203,12 +242,13 @@ def write_all(results_root: Path, exp_name: str = "table1") -> dict[str, Any]:
     out = root / "efficiency"
     tables, recs, paths = [], [], []
     order = [r["method"] for r in exp["rows"]]
-    methods = sorted(methods_on_disk(root, exp_name), key=lambda m: (order.index(m) if m in order else 99, m))
-    for bb in backbones_on_disk(root, exp_name) or ["local"]:
-        t3, r3 = table3(root, exp_name, benches, bb, methods)
+    index = RunIndex.scan(root, exp_name)
+    methods = sorted(index.methods(), key=lambda m: (order.index(m) if m in order else 99, m))
+    for bb in index.backbones() or ["local"]:
+        t3, r3, t3r = table3(root, exp_name, benches, bb, methods)
         t9, t10, r9 = table9_10(root, exp_name, benches, bb, "denoiseflow")
         figs, stats = figure3(root, exp_name, benches, bb, methods, out / f"figure3-{bb}")
-        tables += [t3, t9, t10]
+        tables += [t3, t3r, t9, t10]
         recs += r3 + r9 + stats
         paths += figs
     t8, r8 = table8(root, exp_name)
@@ -216,8 +256,8 @@ def write_all(results_root: Path, exp_name: str = "table1") -> dict[str, Any]:
     recs += r8
     md, tex = write_tables(out / "efficiency", tables, "# Tables 3, 8, 9, 10: regenerated from results/ by "
                                                        "`python -m scripts.efficiency`\n")
-    write_csv(out / "efficiency.csv", recs, ["table", "backbone", "method", "benchmark", "calls", "tokens", "cost_usd",
-                                             "retry_pct", "score", "mean", "direct", "branch", "refine", "avg_k", "n",
+    write_csv(out / "efficiency.csv", recs, ["table", "backbone", "method", "role", "benchmark", "calls", "tokens",
+                                             "cost_usd", "flops", "retry_pct", "score", "mean", "direct", "branch", "refine", "avg_k", "n",
                                              "entered_correcting", "recovered", "risk_source", "binned_spearman",
                                              "sources"])
     paths = [md, tex, out / "efficiency.csv", *paths]

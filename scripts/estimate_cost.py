@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from scripts.collect import load_runs, methods_on_disk
+from scripts.collect import RunIndex
 from scripts.render import Table, write_csv, write_tables
 from scripts.runs import CONFIGS, compose, load_experiment, parse_args
 
@@ -40,14 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     price = yaml.safe_load((CONFIGS / "backbone" / f"{opts['target']}.yaml").read_text())["price"]
     pin, pout = float(price["input_per_1m"]) / 1e6, float(price["output_per_1m"]) / 1e6
     order = [r["method"] for r in exp["rows"]]
-    methods = sorted(methods_on_disk(root, opts["experiment"]), key=lambda m: (order.index(m) if m in order else 99, m))
+    index = RunIndex.scan(root, opts["experiment"])
+    methods = sorted(index.methods(), key=lambda m: (order.index(m) if m in order else 99, m))
     t = Table(f"Estimated cost of the paper protocol on {opts['target']} (from {opts['measured']} ledgers)",
               ["Method", *[exp["benchmark_labels"][b] for b in exp["benchmarks"]], "Total $", "Calls/problem"])
     recs, sizes, grand = [], {}, 0.0
     for m in methods:
         row, total, calls_pp = [m], 0.0, []
         for b in exp["benchmarks"]:
-            agg = load_runs(root, opts["experiment"], b, m, opts["measured"])
+            agg = index.agg(b, m, opts["measured"])
             n = sum(r.n for r in agg.scored)
             if not n:
                 row.append("—")

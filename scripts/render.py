@@ -17,6 +17,7 @@ class Cell:
     text: str
     bold: bool = False
     underline: bool = False
+    sup: str = ""          # footnote marks, e.g. "1,2" (a row whose method deviates from its paper)
 
     def md(self) -> str:
         t = self.text.replace("|", "\\|")
@@ -24,6 +25,8 @@ class Cell:
             t = f"**{t}**"
         if self.underline:
             t = f"<u>{t}</u>"
+        if self.sup:
+            t = f"{t}<sup>{self.sup}</sup>"
         return t
 
     def tex(self) -> str:
@@ -32,6 +35,8 @@ class Cell:
             t = f"\\textbf{{{t}}}"
         if self.underline:
             t = f"\\underline{{{t}}}"
+        if self.sup:
+            t = f"{t}$^{{{self.sup}}}$"
         return t
 
 
@@ -56,6 +61,10 @@ def latex_escape(text: str) -> str:
             out.append("$^\\dagger$")
         elif ch == "↳":
             out.append("$\\hookrightarrow$")
+        elif ch == "×":
+            out.append("$\\times$")
+        elif ch == "≥":
+            out.append("$\\geq$")
         elif ch == "~":
             out.append("\\textasciitilde{}")
         elif ch == "\\":
@@ -101,6 +110,30 @@ class Table:
             lines.append("\\par\\smallskip\\footnotesize " + " \\\\ ".join(latex_escape(n) for n in self.notes))
         lines.append("\\end{table}")
         return "\n".join(lines) + "\n"
+
+
+class Footnotes:
+    """Numbered footnotes shared by a table's rows: the same text always gets the same number."""
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def marks(self, texts: list[str]) -> str:
+        """"1,3" for ``texts`` (numbering new ones in order of appearance)."""
+        nums = []
+        for t in texts:
+            if t not in self.texts:
+                self.texts.append(t)
+            nums.append(self.texts.index(t) + 1)
+        return ",".join(str(n) for n in nums)
+
+    def numbered(self, texts: list[str]) -> str:
+        """"[1] text; [3] text" (the CSV form)."""
+        self.marks(texts)
+        return "; ".join(f"[{self.texts.index(t) + 1}] {t}" for t in texts)
+
+    def notes(self) -> list[str]:
+        return [f"{i}. {t}" for i, t in enumerate(self.texts, 1)]
 
 
 def write_csv(path: Path, records: Iterable[dict[str, Any]], fields: list[str]) -> None:

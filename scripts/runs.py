@@ -25,6 +25,22 @@ def load_experiment(name: str) -> dict[str, Any]:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
 
+def benchmark_overrides(proto: dict[str, Any], benchmark: str) -> list[str]:
+    """A size protocol's Hydra overrides for one benchmark: ``overrides_by_benchmark`` plus the per-benchmark
+    ``max_tokens`` set it names (``max_tokens: <set>`` -> ``max_tokens.<set>`` in table1.yaml, chosen from
+    measured answer lengths so that answers are not cut; shared by Table 1, the ablation and the sweeps)."""
+    out = list((proto.get("overrides_by_benchmark") or {}).get(benchmark, []))
+    if proto.get("max_tokens"):
+        sets = load_experiment("table1").get("max_tokens") or {}
+        name = proto["max_tokens"]
+        if name not in sets:
+            raise SystemExit(f"max_tokens set {name!r} is not in scripts/experiments/table1.yaml max_tokens "
+                             f"(have: {sorted(k for k in sets if k != 'measured')})")
+        if benchmark in sets[name]:
+            out.append(f"backbone.sampling.max_tokens={int(sets[name][benchmark])}")
+    return out
+
+
 def method_config(name: str) -> dict[str, Any] | None:
     """``configs/method/<name>.yaml`` if it exists (the test for "this method is implemented")."""
     path = CONFIGS / "method" / f"{name}.yaml"

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import backbones_on_disk, cost_per_problem, load_runs
+from scripts.collect import RunIndex, backbones_on_disk, cost_per_problem
 from scripts.figstyle import empty_panel, plt, save
 from scripts.render import Cell, Table, fmt, fmt_pm, write_csv, write_tables
 from scripts.runs import load_experiment, parse_args
 
-CSV_FIELDS = ["backbone", "param", "value", "benchmark", "mean", "std", "n_seeds", "n_problems", "cost_per_problem",
-              "cost_unit", "sources"]
+CSV_FIELDS = ["backbone", "param", "value", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",
+              "n_seeds", "n_problems", "answered", "selected", "n_errors", "cost_per_problem", "cost_unit", "sources"]
 
 
 def point_name(exp: dict[str, Any], param: str, value: Any) -> str:
@@ -28,9 +28,9 @@ def collect(root: Path, exp: dict[str, Any], backbone: str) -> dict[str, dict[An
     out: dict[str, dict[Any, dict[str, Any]]] = {}
     for p, spec in exp["params"].items():
         out[p] = {}
+        index = RunIndex.scan(root, f"{exp['experiment_prefix']}_{p}")
         for v in spec["values"]:
-            out[p][v] = {b: load_runs(root, f"{exp['experiment_prefix']}_{p}", b, point_name(exp, p, v), backbone)
-                         for b in exp["benchmarks"]}
+            out[p][v] = {b: index.agg(b, point_name(exp, p, v), backbone) for b in exp["benchmarks"]}
     return out
 
 
@@ -48,16 +48,26 @@ def tables(root: Path, exp: dict[str, Any], backbone: str) -> tuple[list[Table],
             means, costs = [], []
             for b in exp["benchmarks"]:
                 a = data[p][v][b]
-                row.append(fmt_pm(a.mean, a.std) + ("" if a.mean is None or a.complete else "*"))
+                base = {"backbone": backbone, "param": p, "value": v, "benchmark": b,
+                        "n_seeds": len(a.seeds), "n_problems": a.n_problems, "answered": a.answered,
+                        "selected": a.selected, "n_errors": a.n_errors, "sources": ";".join(a.sources(root))}
+                if a.incomplete:                      # errors are not wrong answers: shown, never averaged
+                    row.append(a.incomplete_text())
+                    records.append({**base, "status": "incomplete"})
+                    continue
+                ci = a.ci()
+                row.append("—" if a.mean is None else f"{fmt(a.mean)} {ci.text() if ci else '[—]'}")
                 if a.mean is not None:
                     means.append(a.mean)
                     c, u = cost_per_problem(a)
                     units.add(u)
                     costs.append(c or 0.0)
-                    records.append({"backbone": backbone, "param": p, "value": v, "benchmark": b,
-                                    "mean": round(a.mean, 4), "std": None if a.std is None else round(a.std, 4),
-                                    "n_seeds": len(a.seeds), "n_problems": a.n_problems, "cost_per_problem": c,
-                                    "cost_unit": u, "sources": ";".join(a.sources(root))})
+                    records.append({**base, "status": "ok", "mean": round(a.mean, 4),
+                                    "ci_low": None if ci is None else round(ci.low, 4),
+                                    "ci_high": None if ci is None else round(ci.high, 4),
+                                    "ci_method": None if ci is None else ci.method,
+                                    "std": None if a.std is None else round(a.std, 4),
+                                    "cost_per_problem": c, "cost_unit": u})
             n = len(exp["benchmarks"])
             row.append(fmt(sum(means) / n) if len(means) == n else "—")
             if len(costs) == n:
@@ -66,11 +76,17 @@ def tables(root: Path, exp: dict[str, Any], backbone: str) -> tuple[list[Table],
             else:
                 row.append("—")
             t.rows.append(row)
-        mine = [r for r in records if r["param"] == p]
+        mine = [r for r in records if r["param"] == p and r["status"] == "ok"]
+        bad = [r for r in records if r["param"] == p and r["status"] == "incomplete"]
         t.notes = [(f"{min(r['n_problems'] for r in mine)}" if mine else "—")
                    + f" seeded random problems per benchmark here (the paper protocol: {exp['sample']}); "
-                   "the default value in bold.",
-                   "— not run yet (make sweeps)." if not mine else "* incomplete point."]
+                   "the default value in bold. Cells: score % [95% interval over problems: Wilson for accuracy/"
+                   "pass@1, Student t for F1] (scripts/stats.py).",
+                   "— not run yet (make sweeps)." if not mine and not bad else "— point not run yet."]
+        if bad:
+            t.notes.append("incomplete = errors (not wrong answers) or unanswered problems, never averaged: "
+                           + "; ".join(f"{r['value']}/{r['benchmark']}: {r['answered']}/{r['selected']}, "
+                                       f"{r['n_errors']} errors ({r['sources']})" for r in bad))
         out.append(t)
     return out, records, data
 
@@ -85,13 +101,15 @@ def figure2(root: Path, exp: dict[str, Any], backbone: str, data: dict, out_base
         any_line = False
         lo, hi = float("inf"), float("-inf")
         for b in exp["benchmarks"]:
-            xs = [v for v in spec["values"] if data[p][v][b].mean is not None]
+            xs = [v for v in spec["values"] if data[p][v][b].mean is not None]   # complete points only
             if not xs:
                 continue
             ys = [data[p][v][b].mean for v in xs]
-            errs = [data[p][v][b].std or 0.0 for v in xs]
+            cis = [data[p][v][b].ci() for v in xs]          # error bars: the cells' 95% intervals
+            errs = [[y - (c.low if c else y) for y, c in zip(ys, cis)], [(c.high if c else y) - y for y, c in zip(ys, cis)]]
             ax.errorbar(xs, ys, yerr=errs, marker="o", capsize=3, label=labels.get(b, b))
-            lo, hi = min(lo, *(y - e for y, e in zip(ys, errs))), max(hi, *(y + e for y, e in zip(ys, errs)))
+            lo = min(lo, *(y - e for y, e in zip(ys, errs[0])))
+            hi = max(hi, *(y + e for y, e in zip(ys, errs[1])))
             any_line = True
         if any_line:
             ax.axvline(spec["default"], color="grey", ls="--", lw=1)
@@ -112,6 +130,10 @@ def figure2(root: Path, exp: dict[str, Any], backbone: str, data: dict, out_base
     return save(fig, out_base)
 
 
+def incomplete_points(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("status") == "incomplete"]
+
+
 def write_all(results_root: Path, exp: dict[str, Any] | None = None, backbone: str | None = None) -> dict[str, Any]:
     exp = exp or load_experiment("sensitivity")
     root = Path(results_root)
@@ -129,15 +151,26 @@ def write_all(results_root: Path, exp: dict[str, Any] | None = None, backbone: s
     return {"tables": ts, "records": records, "paths": paths}
 
 
-def main(argv: list[str] | None = None) -> None:
-    opts, rest = parse_args(list(sys.argv[1:] if argv is None else argv), {"results_root": "results", "backbone": None})
-    if rest:
-        raise SystemExit(f"unknown arguments {rest}")
-    res = write_all(Path(opts["results_root"]), backbone=opts["backbone"])
+def report(res: dict[str, Any]) -> int:
+    """Print the tables; 1 (naming the runs) when a point is incomplete, else 0."""
     for t in res["tables"]:
         print(t.to_markdown())
     print("wrote " + ", ".join(map(str, res["paths"])))
+    bad = incomplete_points(res["records"])
+    if bad:
+        print(f"{len(bad)} sweep points are incomplete (errors or unanswered problems; not averaged): "
+              + "; ".join(f"{r['param']}={r['value']} {r['benchmark']}: {r['answered']}/{r['selected']} answered, "
+                          f"{r['n_errors']} errors ({r['sources']})" for r in bad), file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, rest = parse_args(list(sys.argv[1:] if argv is None else argv), {"results_root": "results", "backbone": None})
+    if rest:
+        raise SystemExit(f"unknown arguments {rest}")
+    return report(write_all(Path(opts["results_root"]), backbone=opts["backbone"]))
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -11,8 +11,9 @@ Options: backbone, params (comma list of scripts/experiments/sensitivity.yaml pa
 embedded server), n_jobs (joblib), sample, seeds, benchmarks, logger, dry_run. Other ``key=value`` arguments are
 passed to Hydra unchanged (e.g. ``hydra.launcher.partition=...``).
 
-Completed points are skipped (scripts.run_point checks metrics.json), so a sweep can be re-run to resume. The
-tables and Figure 2 come from ``python -m scripts.sensitivity`` (results/ only).
+Completed points are skipped (scripts.run_point checks metrics.json), so a sweep can be re-run to resume. At the
+end the tables and Figure 2 are written (``scripts.sensitivity``, from results/ only) and the command exits
+non-zero when a point failed or is incomplete (errors are shown as such, never averaged), naming the runs.
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import subprocess
 import sys
 from typing import Any
 
-from scripts.runs import REPO, csv_list, load_experiment, logger_override, parse_args
+from scripts.runs import REPO, benchmark_overrides, csv_list, load_experiment, logger_override, parse_args
 
 OPTIONS = {"backbone": "local", "params": None, "launcher": "basic", "n_jobs": None, "sample": None, "seeds": None,
            "benchmarks": None, "logger": "none", "dry_run": "false", "protocol": None}
@@ -44,15 +45,20 @@ def commands(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> lis
     if opts.get("n_jobs"):
         launcher.append(f"hydra.launcher.n_jobs={int(opts['n_jobs'])}")
     cmds = []
+    by_bench = {b: benchmark_overrides(proto, b) for b in benches}
+    # per-benchmark overrides (e.g. max_tokens from measured answer lengths) need one multirun per benchmark
+    groups = [[b] for b in benches] if any(by_bench.values()) else [benches]
     for p in wanted:
         spec = exp["params"][p]
         values = ",".join(str(v) for v in spec["values"])
-        cmds.append([sys.executable, "-m", "scripts.run_point", "-m",
-                     f"experiment={exp['experiment_prefix']}_{p}", f"method={exp['method']}",
-                     f"method.name={exp['method']}-{p}_${{{spec['key']}}}",
-                     f"{spec['key']}={values}", f"benchmark={','.join(benches)}", f"backbone={backbone}",
-                     f"seed={','.join(seeds)}", f"sample={sample}", *proto.get("overrides", []),
-                     *logger_override(opts.get("logger")), *launcher, *extra])
+        for group in groups:
+            cmds.append([sys.executable, "-m", "scripts.run_point", "-m",
+                         f"experiment={exp['experiment_prefix']}_{p}", f"method={exp['method']}",
+                         f"method.name={exp['method']}-{p}_${{{spec['key']}}}",
+                         f"{spec['key']}={values}", f"benchmark={','.join(group)}", f"backbone={backbone}",
+                         f"seed={','.join(seeds)}", f"sample={sample}", *proto.get("overrides", []),
+                         *(by_bench.get(group[0], []) if len(group) == 1 else []),
+                         *logger_override(opts.get("logger")), *launcher, *extra])
     return cmds
 
 
@@ -70,8 +76,25 @@ def main(argv: list[str] | None = None) -> int:
         print("$ " + " ".join(shlex.quote(c) for c in cmd), flush=True)
         if dry:
             continue
-        rc = subprocess.call(cmd, cwd=REPO) or rc
-    return rc
+        code = subprocess.call(cmd, cwd=REPO)
+        if code:
+            print(f"sweep command exited {code}: {' '.join(cmd[4:7])} ...", file=sys.stderr)
+        rc = code or rc
+    if dry:
+        return 0
+    from pathlib import Path
+
+    from scripts import sensitivity
+
+    root = next((a.split("=", 1)[1] for a in extra if a.startswith("results_root=")), None)
+    res = sensitivity.write_all(Path(root) if root else Path(_results_root()), exp, backbone=opts["backbone"])
+    return sensitivity.report(res) or (1 if rc else 0)
+
+
+def _results_root() -> str:
+    from scripts.runs import compose
+
+    return str(compose([]).get("results_root", "results"))
 
 
 if __name__ == "__main__":

@@ -1,20 +1,30 @@
-"""Table 1 from ``results/`` alone: methods (paper order) x benchmarks, mean ± std over seeds.
+"""Table 1 from ``results/`` alone: methods (paper order) x benchmarks, each cell the mean score with its 95%
+interval and n.
 
 ``python -m scripts.table1 [results_root=results] [backbones=local,gpt-4o-mini]`` writes
 ``results/table1/table1.{md,tex,csv}`` with one table per backbone found on disk; zero backbone calls.
+
+A cell is the mean over seeds of ``score_pct`` with a 95% interval over problems (:mod:`scripts.stats`: Wilson
+for accuracy/pass@1, Student t for F1). A cell whose runs have errors or unanswered problems shows
+``incomplete answered/selected, k errors`` and is never averaged (:mod:`scripts.collect`). A row whose method
+deviates from its paper carries numbered footnotes: the ``deviations`` recorded in its runs' ``config.yaml``
+(fallback ``configs/method/<name>.yaml``), the row's ``deviations`` in ``scripts/experiments/table1.yaml`` and the
+reduced settings of the size protocol it ran under.
 """
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import Agg, backbones_on_disk, load_runs
-from scripts.render import Cell, Table, fmt, fmt_pm, write_csv, write_tables
+from scripts.collect import Agg, RunIndex, stop_fraction
+from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import csv_list, load_experiment, method_config, method_folder, parse_args
 
-CSV_FIELDS = ["backbone", "row", "method", "benchmark", "status", "mean", "std", "n_seeds", "seeds", "n_problems",
-              "complete", "paper", "paper_inferred", "diff", "reason", "sources"]
+CSV_FIELDS = ["backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",
+              "n_seeds", "seeds", "n_problems", "answered", "selected", "n_errors", "complete", "stop_pct", "paper",
+              "paper_inferred", "diff", "footnotes", "reason", "first_error", "sources"]
 
 
 def row_status(row: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -25,14 +35,64 @@ def row_status(row: dict[str, Any]) -> tuple[str | None, str | None]:
     return method_folder(row["method"]), None
 
 
+def cell_text(a: Agg) -> str:
+    """``mean [low, high] n=…`` for a complete cell; ``incomplete answered/selected, k errors`` otherwise."""
+    if a.incomplete:
+        return a.incomplete_text()
+    if a.mean is None:
+        return "—"
+    ci = a.ci()
+    n = f"n={a.n_problems}" + (f"×{len(a.seeds)}" if len(a.seeds) > 1 else "")
+    return f"{fmt(a.mean)} {ci.text() if ci else '[—]'} {n}"
+
+
+def protocol_record(root: Path, exp: dict[str, Any], backbone: str) -> dict[str, Any]:
+    """What the last ``reproduce_table1`` run on this backbone wrote about its protocol (size), if any."""
+    p = Path(root) / exp["experiment"] / f"protocol-{backbone}.json"
+    return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
+
+
+def row_deviations(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, Any]) -> list[str]:
+    """Footnote texts of one row: recorded method deviations (interface 9), the row's own, the protocol's
+    reduced settings for this method."""
+    out: list[str] = []
+    recorded = [a.deviations() for a in aggs.values() if a.runs]
+    recorded = [d for d in recorded if d is not None]
+    if recorded:
+        devs = [d for ds in recorded for d in ds]
+    else:
+        devs = list(((method_config(row["method"]) or {}).get("deviations")) or [])
+    for d in [*devs, *(row.get("deviations") or [])]:
+        if str(d) not in out:
+            out.append(str(d))
+    settings = proto.get("settings") or {}
+    mo = (settings.get("method_overrides") or {}).get(row["method"])
+    if mo and any(a.runs for a in aggs.values()):
+        out.append(f"run at the reduced setting of size protocol '{proto.get('protocol')}': {' '.join(mo)}")
+    return out
+
+
+def row_label(row: dict[str, Any], aggs: dict[str, Agg]) -> str:
+    """The method's own ``label`` (recorded in its runs' config.yaml, else its yaml: e.g. "LLM-Blender (backbone
+    ranker/fuser)" says what ran), else the paper's row label from table1.yaml."""
+    for a in aggs.values():
+        for r in a.runs:
+            lab = (r.config().get("method") or {}).get("label")
+            if lab:
+                return str(lab)
+    return str((method_config(row["method"]) or {}).get("label") or row["label"])
+
+
 def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
-          seeds: list[int] | None = None) -> tuple[Table, list[dict[str, Any]]]:
+          seeds: list[int] | None = None, index: RunIndex | None = None) -> tuple[Table, list[dict[str, Any]]]:
     exp = exp or load_experiment("table1")
     root = Path(results_root)
+    index = index or RunIndex.scan(root, exp["experiment"])
     benches: list[str] = exp["benchmarks"]
     labels = exp.get("benchmark_labels", {})
     ref = (exp.get("reference") or {}).get("rows", {})
     ref_backbone = (exp.get("reference") or {}).get("backbone")
+    proto = protocol_record(root, exp, backbone)
 
     # 1) numbers
     body: list[dict[str, Any]] = []
@@ -40,14 +100,14 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         name, reason = row_status(row)
         aggs: dict[str, Agg] = {}
         if name is not None:
-            aggs = {b: load_runs(root, exp["experiment"], b, name, backbone, seeds) for b in benches}
-            if not any(a.mean is not None for a in aggs.values()):
+            aggs = {b: index.agg(b, name, backbone, seeds) for b in benches}
+            if not any(a.runs for a in aggs.values()):
                 reason = "implemented, not run yet on this backbone"
         means = {b: aggs[b].mean for b in benches} if aggs else {b: None for b in benches}
         avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
         body.append({"row": row, "name": name, "reason": reason, "aggs": aggs, "means": means, "avg": avg})
 
-    # 2) best (bold) and second best (underlined) per column, among rows with a number
+    # 2) best (bold) and second best (underlined) per column, among complete cells
     rank: dict[str, tuple[float | None, float | None]] = {}
     for col in [*benches, "avg"]:
         vals = sorted({round(r["avg"] if col == "avg" else r["means"][col], 6) for r in body
@@ -63,43 +123,64 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
 
     # 3) the table, with the paper's rows and our difference under each row the paper reports
     columns = ["Method", *[labels.get(b, b) for b in benches], "Avg"]
-    table = Table(title=f"Table 1: {backbone} (mean ± std over seeds; best bold, second underlined)",
+    table = Table(title=f"Table 1: {backbone} (score % [95% interval] n=problems; best bold, second underlined)",
                   columns=columns, label=f"tab:table1-{backbone}")
     records: list[dict[str, Any]] = []
     notes: list[str] = []
     missing_notes: list[str] = []
+    incomplete_notes: list[str] = []
+    feet = Footnotes()
     groups_seen: list[str] = []
-    any_inferred = any_partial = any_single = False
+    any_inferred = False
+    ci_methods: set[str] = set()
+    stop_all = [0, 0, 0]
     for r in body:
         row, aggs = r["row"], r["aggs"]
         if groups_seen and row.get("group") != groups_seen[-1]:
             table.rules_after.add(len(table.rows) - 1)
         groups_seen.append(row.get("group"))
-        cells: list[Any] = [row["label"]]
+        devs = row_deviations(row, aggs, proto) if r["name"] is not None else list(row.get("deviations") or [])
+        foot_csv = feet.numbered(devs) if devs else ""
+        shown = row_label(row, aggs)
+        cells: list[Any] = [Cell(shown, sup=feet.marks(devs)) if devs else shown]
         for b in benches:
             a = aggs.get(b)
-            if a is None or a.mean is None:
+            base = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
+                    "footnotes": foot_csv}
+            if a is None or not a.runs:
                 cells.append("—")
                 status = "missing" if r["name"] is None else "not_run"
-                records.append({"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
-                                "status": status, "reason": r["reason"] or "not run yet"})
+                records.append({**base, "status": status, "reason": r["reason"] or "not run yet"})
                 continue
-            text = fmt_pm(a.mean, a.std)
-            if len(a.seeds) == 1:
-                any_single = True
-            if not a.complete:
-                text += "*"
-                any_partial = True
-            cells.append(styled(b, a.mean, text))
-            records.append({"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
-                            "status": "ok" if a.complete else "partial", "mean": round(a.mean, 4),
-                            "std": None if a.std is None else round(a.std, 4), "n_seeds": len(a.seeds),
-                            "seeds": " ".join(map(str, a.seeds)), "n_problems": a.n_problems,
-                            "complete": a.complete, "sources": ";".join(a.sources(root))})
+            stop = stop_fraction([c for run in a.runs for c in run.calls()])
+            stop_all = [x + y for x, y in zip(stop_all, stop)]
+            rec = {**base, "n_seeds": len(a.seeds), "seeds": " ".join(map(str, a.seeds)),
+                   "n_problems": a.n_problems, "answered": a.answered, "selected": a.selected,
+                   "n_errors": a.n_errors, "complete": a.complete,
+                   "stop_pct": round(100 * stop[0] / stop[1], 1) if stop[1] else None,
+                   "sources": ";".join(a.sources(root))}
+            if a.incomplete:
+                cells.append(Cell(cell_text(a)))
+                err = a.first_error()
+                records.append({**rec, "status": "incomplete", "first_error": err,
+                                "reason": "errors or unanswered problems: not averaged"})
+                incomplete_notes.append(f"{row['label']} / {labels.get(b, b)}: {a.incomplete_text()}"
+                                        + (f" (first error: {err[:160]})" if err else "")
+                                        + f" — {'; '.join(a.sources(root))}")
+                continue
+            ci = a.ci()
+            if ci:
+                ci_methods.add(ci.method)
+            cells.append(styled(b, a.mean, cell_text(a)))
+            records.append({**rec, "status": "ok", "mean": round(a.mean, 4),  # type: ignore[arg-type]
+                            "ci_low": None if ci is None else round(ci.low, 4),
+                            "ci_high": None if ci is None else round(ci.high, 4),
+                            "ci_method": None if ci is None else ci.method,
+                            "std": None if a.std is None else round(a.std, 4)})
         if r["avg"] is not None:
             cells.append(styled("avg", r["avg"], fmt(r["avg"])))
             records.append({"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": "avg",
-                            "status": "ok", "mean": round(r["avg"], 4),
+                            "status": "ok", "mean": round(r["avg"], 4), "footnotes": foot_csv,
                             "sources": ";".join(s for b in benches for s in aggs[b].sources(root))})
         else:
             cells.append("—")
@@ -133,42 +214,53 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
             table.rows.append(pcells)
             table.rows.append(dcells)
 
-    notes.append("Scores in %: accuracy (GSM8K, MATH), pass@1 (MBPP, HumanEval), F1 (HotpotQA, DROP). "
-                 "Avg only when all six benchmarks have a number.")
-    if any_single:
-        notes.append("A cell without ± comes from a single seed.")
-    if any_partial:
-        notes.append("* the run is incomplete (not every selected problem finished); re-run the target to resume.")
+    notes.append("Scores in %: accuracy (GSM8K, MATH), pass@1 (MBPP, HumanEval), F1 (HotpotQA, DROP); each cell is "
+                 "the mean over problems (and over seeds when several: n=problems×seeds) with its 95% interval over "
+                 "problems — " + " / ".join(
+                     {"wilson": "Wilson score interval for accuracy/pass@1",
+                      "t": "Student t interval for F1 (and for accuracy averaged over seeds)"}[m]
+                     for m in sorted(ci_methods, key=lambda m: m != "wilson"))
+                 + (" (scripts/stats.py)." if ci_methods else "scripts/stats.py.")
+                 + " Avg (no interval) only when all six benchmarks are complete.")
+    if incomplete_notes:
+        notes.append("incomplete = the cell's runs have errors (infrastructure failures, not wrong answers) or "
+                     "unanswered problems; it is not averaged. Re-run the target to resume or retry: "
+                     + " | ".join(incomplete_notes))
+    if stop_all[1]:
+        pct = 100 * stop_all[0] / stop_all[1]
+        notes.append(f"Answers not cut: {pct:.1f}% of {stop_all[1]} calls ended with finish_reason=stop "
+                     f"(calls.jsonl){'' if pct >= 90 else ' — BELOW 90%: raise max_tokens for this protocol'}"
+                     + (f"; {stop_all[2] - stop_all[1]} calls recorded no finish_reason" if stop_all[2] > stop_all[1]
+                        else "") + ".")
     if ref:
         src = (exp.get("reference") or {}).get("source", "")
         notes.append(f"↳ paper: {src}." + (" † inferred by arithmetic from stated margins/averages, not stated."
                                           if any_inferred else ""))
         if ref_backbone and ref_backbone != backbone:
             notes.append(f"The paper used {ref_backbone}; Δ against a {backbone} run is not a like-for-like comparison.")
-    sizes = {b: min((a.n_problems for r in body for bb, a in r["aggs"].items() if bb == b and a.mean is not None),
-                    default=0) for b in benches}
-    if any(sizes.values()):
-        notes.append("Problems per seed (smallest over methods): "
-                     + ", ".join(f"{labels.get(b, b)} {n}" for b, n in sizes.items() if n) + ".")
-    proto_file = root / exp["experiment"] / f"protocol-{backbone}.json"
-    if proto_file.exists():
-        import json
-
-        pr = json.loads(proto_file.read_text(encoding="utf-8"))
-        st = pr.get("settings") or {}
-        extra = [f"{k}={','.join(map(str, pr[k])) if isinstance(pr[k], list) else pr[k]}"
-                 for k in ("methods", "benchmarks", "seeds", "limit") if pr.get(k)]
-        extra += [o for o in pr.get("user_overrides") or []
+    if proto:
+        st = proto.get("settings") or {}
+        extra = [f"{k}={','.join(map(str, proto[k])) if isinstance(proto[k], list) else proto[k]}"
+                 for k in ("methods", "benchmarks", "seeds", "limit") if proto.get(k)]
+        extra += [o for o in proto.get("user_overrides") or []
                   if not o.startswith(("results_root=", "cache.path=", "runner.progress="))]
-        mo = "; ".join(f"{m}: {' '.join(v)}" for m, v in (st.get("method_overrides") or {}).items())
-        notes.append(f"Protocol '{pr.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, "
-                     f"limit {st.get('limit')} {st.get('limit_by_benchmark') or ''}".rstrip()
+        ob = "; ".join(f"{b}: {' '.join(v)}" for b, v in (st.get("overrides_by_benchmark") or {}).items())
+        notes.append(f"Size protocol '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, "
+                     f"limit {st.get('limit')} {st.get('limit_by_benchmark') or ''} "
+                     f"{('per method ' + str(st.get('limit_by_method'))) if st.get('limit_by_method') else ''}".rstrip()
                      + (f", overrides {' '.join(st.get('overrides') or [])}" if st.get("overrides") else "")
-                     + (f", per method: {mo}" if mo else "")
+                     + (f", per benchmark: {ob}" if ob else "")
                      + (f"; command line: {' '.join(extra)}" if extra else "") + ".")
+    if feet.texts:
+        notes.append("Deviations from the method's paper that can change its score (numbered marks on the row):")
+        notes.extend(feet.notes())
     notes.extend(f"— {m}" for m in missing_notes)
     table.notes = notes
     return table, records
+
+
+def incomplete_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if r.get("status") == "incomplete"]
 
 
 def write_all(results_root: Path, backbones: list[str] | None = None, out_dir: Path | None = None,
@@ -176,18 +268,19 @@ def write_all(results_root: Path, backbones: list[str] | None = None, out_dir: P
     exp = exp or load_experiment("table1")
     root = Path(results_root)
     out = Path(out_dir or root / exp["experiment"])
-    backbones = backbones or backbones_on_disk(root, exp["experiment"])
+    index = RunIndex.scan(root, exp["experiment"])
+    backbones = backbones or index.backbones()
     tables, records = [], []
     for bb in backbones:
-        t, recs = build(root, bb, exp)
+        t, recs = build(root, bb, exp, index=index)
         tables.append(t)
         records.extend(recs)
     if not tables:
-        t, recs = build(root, "local", exp)
+        t, recs = build(root, "local", exp, index=index)
         tables, records = [t], recs
     header = ("# Table 1 (DenoiseFlow, arXiv 2603.00532): regenerated from results/ by `python -m scripts.table1`\n\n"
               "Every number below is the mean of `score_pct` over the `metrics.json` files listed in "
-              "`table1.csv` (column `sources`).\n")
+              "`table1.csv` (column `sources`); the interval is computed from their `predictions.jsonl`.\n")
     md, tex = write_tables(out / "table1", tables, header)
     write_csv(out / "table1.csv", records, CSV_FIELDS)
     return {"tables": tables, "records": records, "paths": [md, tex, out / "table1.csv"]}

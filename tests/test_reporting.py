@@ -112,15 +112,28 @@ def test_reproduce_table1_runs_once_then_reuses_results(tmp_path, scripted, caps
     assert new_requests == 2 * 2 * (1 + 1 + 3)
 
 
-def _fake_metrics(root: Path, bench: str, method: str, seed: int, score: float, complete: bool = True) -> None:
+def _fake_metrics(root: Path, bench: str, method: str, seed: int, score: float, complete: bool = True,
+                  n: int = 10, n_errors: int = 0, scores: list[float] | None = None, old_format: bool = False) -> Path:
+    """A run folder as the runner writes it: metrics.json plus predictions.jsonl whose mean is ``score``."""
     d = root / "table1" / bench / method / "local" / f"seed={seed}"
     d.mkdir(parents=True, exist_ok=True)
-    (d / "metrics.json").write_text(json.dumps({"score_pct": score, "n": 10, "selected": 10, "complete": complete,
-                                                "per_problem": {"calls": 1, "tokens": 100, "cost_usd": 0.0},
-                                                "totals": {"calls": 10}}))
+    answered = n - n_errors
+    scores = scores if scores is not None else [score / 100.0] * answered
+    preds = [{"id": f"{bench}-{i}", "index": i, "status": "ok", "score": v} for i, v in enumerate(scores)]
+    preds += [{"id": f"{bench}-{answered + i}", "index": answered + i, "status": "error", "score": 0.0,
+               "error": "BackboneError: connection refused"} for i in range(n_errors)]
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    metrics = {"score_pct": score, "n": answered, "n_errors": n_errors, "selected": n,
+               "complete": complete and not n_errors,
+               "per_problem": {"calls": 1, "tokens": 100, "cost_usd": 0.0}, "totals": {"calls": 10}}
+    if old_format:   # before interface 6: n counted errored problems, no n_errors key
+        metrics["n"] = n
+        del metrics["n_errors"]
+    (d / "metrics.json").write_text(json.dumps(metrics))
+    return d
 
 
-def test_table1_best_bold_second_underlined_avg_and_partial(tmp_path):
+def test_table1_best_bold_second_underlined_avg_and_incomplete(tmp_path):
     from scripts import table1
 
     root = tmp_path / "results"
@@ -129,18 +142,23 @@ def test_table1_best_bold_second_underlined_avg_and_partial(tmp_path):
         for seed, jitter in ((42, 0.0), (123, 2.0)):
             _fake_metrics(root, b, "io", seed, 10.0 + i + jitter)
             _fake_metrics(root, b, "cot", seed, 20.0 + i + jitter)
-        _fake_metrics(root, b, "cot_sc", 42, 30.0 + i, complete=b != "drop")
+        _fake_metrics(root, b, "cot_sc", 42, 30.0 + i, complete=b != "drop", n=10 if b != "drop" else 12,
+                      scores=[0.35] * 10 if b == "drop" else None)
     t, recs = table1.build(root, "local")
-    rows = {r[0]: r for r in t.rows}
+    rows = {str(getattr(r[0], "text", r[0])): r for r in t.rows}
     assert rows["CoT-SC"][1].bold and rows["CoT"][1].underline and not rows["IO"][1].bold
-    assert rows["IO"][1].text == "11.0 ± 1.4" and rows["CoT-SC"][1].text == "30.0"
-    assert rows["CoT-SC"][6].text == "35.0*"  # incomplete run is marked
-    assert rows["CoT"][7].text == f"{sum(20.0 + i + 1.0 for i in range(6)) / 6:.1f}" and rows["CoT-SC"][7].bold
+    # every problem has the same (non-binary) score: a zero-width t interval; two seeds: n=10x2
+    assert rows["IO"][1].text == "11.0 [11.0, 11.0] n=10×2" and rows["CoT-SC"][1].text.startswith("30.0 [")
+    assert rows["CoT-SC"][6].text == "incomplete 10/12"  # an incomplete run is marked and never averaged
+    assert rows["CoT-SC"][7] == "—" and rows["CoT"][7].bold  # no Avg with an incomplete cell; CoT is then best
+    assert rows["CoT"][7].text == f"{sum(20.0 + i + 1.0 for i in range(6)) / 6:.1f}"
     md = t.to_markdown()
-    assert "**30.0**" in md and "<u>21.0 ± 1.4</u>" in md and "* the run is incomplete" in md
+    assert "**30.0 [" in md and "<u>21.0 [" in md and "incomplete = the cell's runs" in md
     tex = t.to_latex()
-    assert "\\textbf{30.0}" in tex and "\\underline{21.0 $\\pm$ 1.4}" in tex
+    assert "\\textbf{30.0 [" in tex and "n=10$\\times$2" in tex
     assert rows["Self-Refine"][1] == "—" or getattr(rows["Self-Refine"][1], "text", "") == "—"
+    drop = next(r for r in recs if r["row"] == "CoT-SC" and r["benchmark"] == "drop")
+    assert drop["status"] == "incomplete" and drop.get("mean") is None
 
 
 def test_reproduce_refuses_to_mix_configurations(tmp_path, scripted):
@@ -218,9 +236,9 @@ def _assert_csv_traces_to_metrics(csv_path: Path, root: Path) -> None:
 
 
 def _assert_markdown_numbers_come_from_csv(md_path: Path, csv_path: Path) -> None:
-    """Every number printed in a method row of the Markdown table is a CSV mean/std (to 1 decimal)."""
+    """Every number printed in a method row of the Markdown table is a CSV mean/std/interval (to 1 decimal)."""
     rows = list(csv.DictReader(open(csv_path)))
-    allowed = {f"{float(r[k]):.1f}" for r in rows for k in ("mean", "std") if r[k]}
+    allowed = {f"{float(r[k]):.1f}" for r in rows for k in ("mean", "std", "ci_low", "ci_high") if r[k]}
     md = md_path.read_text()
     checked = 0
     for line in md.splitlines():
@@ -365,9 +383,11 @@ def test_denoiseflow_traces_feed_tables_9_10_and_figure_3(tmp_path, scripted):
     argv = ["backbone=local", "methods=cot,denoiseflow", "benchmarks=gsm8k,math", "limit=3", *_args(tmp_path)]
     assert reproduce_table1.main(argv) == 0
     res = efficiency.write_all(tmp_path / "results")
-    t3, t9, t10 = res["tables"][:3]
+    t3, t3_roles, t9, t10 = res["tables"][:4]
     assert [r[0] for r in t3.rows] == ["cot", "denoiseflow"]
-    assert t3.rows[0][4] == "—" and t3.rows[1][4] != "—"       # retry % only where the trace records it
+    assert t3.rows[0][5] == "—" and t3.rows[1][5] != "—"       # retry % only where the trace records it
+    assert t3.rows[0][4] != "—"                                 # FLOPs from the ledger (the local model's size)
+    assert t3_roles.title.startswith("Table 3 by role")
     assert [r[0] for r in t9.rows] == ["gsm8k", "math", "all"] and t9.rows[-1][-1] == "6"
     assert [r[0] for r in t10.rows] == ["gsm8k", "math", "all"]
     fig3 = [r for r in res["records"] if r.get("table") == "fig3"]

@@ -1,0 +1,65 @@
+"""95% intervals for a table cell's mean score, in percent.
+
+A cell's number is a mean over problems (and over seeds when several: each problem's score is first
+averaged over the seeds, so the interval reflects the problems, the dominant source of uncertainty):
+
+- **Wilson score interval** when every per-problem value is 0 or 100 (accuracy, pass@1 with one seed or
+  seeds that agree): exact-enough at small n and never outside [0, 100], unlike the normal approximation;
+- **Student t interval** otherwise (F1, or accuracy averaged over disagreeing seeds): mean ± t(n−1)·s/√n,
+  clipped to [0, 100]. With n < 2 there is no interval.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Interval:
+    low: float
+    high: float
+    method: str          # "wilson" | "t"
+    n: int
+
+    def text(self, digits: int = 1) -> str:
+        return f"[{self.low:.{digits}f}, {self.high:.{digits}f}]"
+
+
+def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
+    """Wilson score interval for ``successes`` of ``n``, in percent."""
+    if n <= 0:
+        raise ValueError("wilson interval needs n >= 1")
+    z = _z(level)
+    p = successes / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return Interval(100 * max(0.0, centre - half), 100 * min(1.0, centre + half), "wilson", n)
+
+
+def t_interval(values_pct: list[float], level: float = 0.95) -> Interval | None:
+    """Student t interval of the mean of ``values_pct`` (percent), clipped to [0, 100]; None when n < 2."""
+    n = len(values_pct)
+    if n < 2:
+        return None
+    from scipy.stats import t
+
+    mean = sum(values_pct) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values_pct) / (n - 1))
+    half = float(t.ppf(0.5 + level / 2, n - 1)) * sd / math.sqrt(n)
+    return Interval(max(0.0, mean - half), min(100.0, mean + half), "t", n)
+
+
+def interval(values_pct: list[float], level: float = 0.95) -> Interval | None:
+    """The cell interval: Wilson for all-binary per-problem values, else t (see the module docstring)."""
+    if not values_pct:
+        return None
+    if all(v in (0.0, 100.0) for v in values_pct):
+        return wilson(sum(1 for v in values_pct if v == 100.0), len(values_pct), level)
+    return t_interval(values_pct, level)
+
+
+def _z(level: float) -> float:
+    from scipy.stats import norm
+
+    return float(norm.ppf(0.5 + level / 2))
