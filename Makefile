@@ -21,7 +21,7 @@ LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX
         reproduce-table1 bench clean-results
 
 help:
-	@echo "make reproduce-table1 [BACKBONE=local|gpt-4o-mini|vllm]   Table 1 on the chosen backbone"
+	@echo "make reproduce-table1 [BACKBONE=local|gpt-4o-mini|vllm] [SIZE=smoke]   Table 1 on the chosen backbone"
 	@echo "make test | test-fast | test-slow                          tests (all | unit only | end-to-end only)"
 	@echo "make data                                                  fill \$$AGENTIC_REPRO_DATA (default data/)"
 	@echo "make bench                                                 the benchmarks under bench/"
@@ -86,7 +86,10 @@ clean-results:
 #            submitit_slurm | ray
 # SWEEP      comma list of sweep params (n_samples,tau_sim,k_max,max_retries); empty = all four
 # LOGGER     none | wandb (offline without WANDB_API_KEY)
+# SIZE       reproduce-table1 size on the embedded default: embedded (default, ~1 h) | smoke (~10 min)
+#            (protocols in scripts/experiments/table1.yaml; empty = the backbone's default)
 # ARGS       extra key=value options/overrides, e.g. ARGS="methods=io,cot limit=5"
+SIZE     ?=
 LAUNCHER ?= basic
 SWEEP    ?=
 LOGGER   ?= none
@@ -102,14 +105,13 @@ $(STAMP)/sweeps: pyproject.toml | $(PY)
 install-sweeps: install $(STAMP)/sweeps
 
 reproduce-table1: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) logger=$(LOGGER) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 
 ablation: $(BACKBONE_DEPS) data
 	$(PY) -m scripts.ablation backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
 
 sweeps: $(BACKBONE_DEPS) install-sweeps data
 	$(PY) -m scripts.sweep backbone=$(BACKBONE) launcher=$(LAUNCHER) logger=$(LOGGER) $(if $(SWEEP),params=$(SWEEP)) $(ARGS)
-	$(PY) -m scripts.sensitivity backbone=$(BACKBONE)
 
 cross-model: $(BACKBONE_DEPS) data
 	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) methods=cot,denoiseflow benchmarks=gsm8k,math $(ARGS)
