@@ -5,6 +5,7 @@ Paper (§4.3, §4.5): adaptive branching matches fixed K=7 at ~0.44-0.60x its co
     python bench/denoiseflow_cost.py                              # embedded 0.5B model, small default
     python bench/denoiseflow_cost.py --backbone gpt-4o-mini --limit 50 --benchmark gsm8k
     python bench/denoiseflow_cost.py --override method.params.window_size=4 --json out.json
+    python bench/denoiseflow_cost.py --also wo_clr,full_restart     # Table 2 cost column: variant / full
 
 Both runs share one response cache, so the second run replays the identical Stage-1 calls from it; every
 number below is *logical* (each call counted whether or not it was a cache hit), i.e. what a fresh run
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", type=Path, default=None, help="results root (default: a temp dir)")
     ap.add_argument("--override", action="append", default=[], help="extra Hydra override (repeatable)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--also", default="", help="extra Table 2 variants to run after full and fixed_k7, comma-separated "
+                                               "(e.g. wo_clr,full_restart): their cost is printed relative to full")
     args = ap.parse_args(argv)
 
     from harness.runner import Runner, spec_from_config
@@ -85,11 +88,15 @@ def main(argv: list[str] | None = None) -> int:
         base.append("benchmark.execute_code=true")
     base += args.override
 
+    from denoiseflow.config import canonical_variant
     from harness.local_server import ServerPool
+
+    extra = [canonical_variant(v) for v in args.also.split(",") if v.strip()]
+    extra = [v for v in dict.fromkeys(extra) if v not in ("full", "fixed_k7")]
 
     async def both(pool: ServerPool) -> dict[str, Any]:
         out = {}
-        for variant in ("full", "fixed_k7"):
+        for variant in ("full", "fixed_k7", *extra):
             spec = spec_from_config(compose([*base, f"denoiseflow.variant={variant}"]))
             t0 = time.time()
             metrics = await Runner(spec, servers=pool).run()
@@ -123,6 +130,14 @@ def main(argv: list[str] | None = None) -> int:
         fmt = (lambda v: f"{v:14.3e}") if key == "flops_per_problem" else (lambda v: f"{v:14.4f}")
         print(f"{label:22}{fmt(a)}{fmt(b)}{'' if r is None else f'{r:12.3f}':>12}")
     print(f"routes full: {full['routes']}   routes fixed: {fixed['routes']}")
+    if extra:
+        keys = ("score", "calls_per_problem", "tokens_per_problem", "flops_per_problem", "retry_pct")
+        print(f"{'variant':22}" + "".join(f"{k[:16]:>18}" for k in keys) + f"{'calls/full':>12}")
+        for v in extra:
+            row = res[v]
+            r = row["calls_per_problem"] / full["calls_per_problem"] if full["calls_per_problem"] else None
+            print(f"{v:22}" + "".join(f"{row[k]:18.4g}" for k in keys) + ("" if r is None else f"{r:12.3f}"))
+            print(f"{'':22}routes {row['routes']}, errors {row['errors']}")
     print(f"errors: full {full['errors']}, fixed {fixed['errors']};  results under {root}")
     if args.json:
         args.json.write_text(json.dumps(res, indent=1))

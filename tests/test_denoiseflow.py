@@ -723,3 +723,16 @@ def test_table9_refine_pct_counts_only_branch_route_problems():
     assert t["refine_pct"] == 25          # the Direct problem that entered Stage 3 is not in Refine %
     assert t["stage3_direct_pct"] == 25 and t["avg_k_branch"] == 4.5
     assert t["refine_pct"] <= t["branch_pct"]
+
+
+def test_every_variant_passes_the_run_config_validation(tmp_path):
+    """`denoiseflow.variant` is a top-level key (the method config is `# @package _global_`): the run-config
+    check must accept it, or every DenoiseFlow run stops before it starts."""
+    from harness.runner import spec_from_config
+    from tests.conftest import compose
+
+    for v in VARIANTS:
+        spec = spec_from_config(compose(["method=denoiseflow", f"denoiseflow.variant={v}", "benchmark=gsm8k",
+                                         f"results_root={tmp_path}"]))
+        assert spec.method_cfg["name"] == method_name(v)
+        assert isinstance(spec.method_cfg["deviations"], list) and spec.method_cfg["deviations"]
