@@ -2,6 +2,26 @@
 
 Code execution is opt-in (``execute_code: true`` in the benchmark config), as in
 lm-evaluation-harness; the generated code never runs in the harness process.
+
+What a method sees of a code task (one protocol for every method, evalplus/MBPP convention):
+the task text from :meth:`render` and nothing of the scored tests beyond what that text shows.
+The *public tests* — the only tests the ``run_public_tests`` tool runs — are tests the task text
+shows, keyed by task id (never by function name: 8 MBPP names repeat across problems):
+
+* MBPP: the first ``test_list`` assert, appended to the task text ("Your code should pass this
+  test:"), as the original MBPP prompt and evalplus' MBPP+ prompt do. It is also one of the three
+  scored asserts; the other two (and ``test_setup_code``) stay hidden. Task 630, whose canonical
+  solution is broken, keeps the example in its text but not in the tool (config table below). AFlow's
+  ``mbpp_public_test.jsonl`` is not used: it is keyed by function name, and where it differs from
+  the first assert (5 of 427 rows) it is garbled (``set(`` rewritten as ``candidate(``).
+* HumanEval: the prompt is the official one (signature + docstring examples). Public tests come
+  from AFlow's ``humaneval_public_test.jsonl`` (keyed by ``HumanEval/N``) minus those that do not
+  parse, those that fail the canonical solution (listed with the reason in
+  ``public_tests_failing_canonical`` of ``configs/benchmark/humaneval.yaml``) and those whose call
+  and expected value the prompt does not show. Each drop (both benchmarks) is recorded with its reason in
+  ``Problem.fields["public_tests_dropped"]`` and in every score's details. ``check`` stays hidden.
+
+``hidden_fields`` (interface 7) withholds the scored tests from the method's view of a problem.
 """
 from __future__ import annotations
 
@@ -31,10 +51,6 @@ def _as_list(value: Any) -> list[str]:
 
 class CodeBenchmark(Benchmark):
     domain = "code"
-
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        super().__init__(cfg)
-        self._public: dict[str, list[str]] | None = None
 
     def _limits(self) -> dict[str, Any]:
         s = self.cfg.get("sandbox", {}) or {}
@@ -67,23 +83,23 @@ class CodeBenchmark(Benchmark):
         self._require_execution()
         code, rule = self.extract(text, problem)
         if not code.strip():
-            return Score(0.0, code, {"rule": rule, "status": "empty"})
+            return Score(0.0, code, {"rule": rule, "status": "empty", **self._public_record(problem)})
         res = await run_program_async(self.program(code, problem), **self._limits())
         return Score(float(res.passed), code, {"rule": rule, "status": res.status,
                                                "duration_s": round(res.duration_s, 3),
-                                               "stderr_tail": res.stderr_tail[-500:]})
+                                               "stderr_tail": res.stderr_tail[-500:],
+                                               **self._public_record(problem)})
+
+    def _public_record(self, problem: Problem) -> dict[str, Any]:
+        record: dict[str, Any] = {"public_tests": len(self.public_tests(problem))}
+        if problem.fields.get("public_tests_dropped"):
+            record["public_tests_dropped"] = problem.fields["public_tests_dropped"]
+        return record
 
     # ---- public tests, offered to methods as a tool --------------------------------------------
-    def _public_table(self) -> dict[str, list[str]]:
-        if self._public is None:
-            rel = self.cfg.get("public_tests_file")
-            table: dict[str, list[str]] = {}
-            if rel:
-                for row in read_jsonl(Path(data_dir()) / rel):
-                    key = str(row.get("problem_id") or row.get("entry_point"))
-                    table.setdefault(key, []).extend(_as_list(row["test"]))
-            self._public = table
-        return self._public
+    def public_tests(self, problem: Problem) -> list[str]:
+        """The tests ``run_public_tests`` runs: exactly those the task text shows (module docstring)."""
+        return list(problem.fields.get("public_tests") or [])
 
     async def run_public_tests(self, text: str, problem: Problem) -> dict[str, Any] | None:
         tests = self.public_tests(problem)
@@ -100,18 +116,51 @@ class CodeBenchmark(Benchmark):
 
 
 class HumanEval(CodeBenchmark):
+    hidden_fields = ("test", "public_tests_dropped")
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__(cfg)
+        self._aflow_public: dict[str, list[str]] | None = None
+
+    def _aflow_public_tests(self) -> dict[str, list[str]]:
+        """AFlow's public tests by task id (``HumanEval/N``), as the file writes them."""
+        if self._aflow_public is None:
+            table: dict[str, list[str]] = {}
+            rel = self.cfg.get("public_tests_file")
+            if rel:
+                for row in read_jsonl(Path(data_dir()) / rel):
+                    table.setdefault(str(row["problem_id"]), []).extend(_as_list(row["test"]))
+            self._aflow_public = table
+        return self._aflow_public
+
     def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
         fields = {k: row[k] for k in ("prompt", "entry_point", "test")}
+        task = _humaneval_key(str(row["task_id"]))
+        shown, dropped = self.select_public_tests(task, fields["prompt"], fields["entry_point"],
+                                                  self._aflow_public_tests().get(task, []))
+        fields.update(public_tests=shown, public_tests_dropped=dropped)
         return Problem(id=str(row["task_id"]), index=row_index, fields=fields, gold=row.get("canonical_solution"),
                        benchmark=self.name)
 
+    def select_public_tests(self, task: str, prompt: str, entry: str, tests: list[str]
+                            ) -> tuple[list[str], list[dict[str, str]]]:
+        """(kept tests, [{test, reason}] dropped) for one task; see the module docstring."""
+        failing = _failing(self.cfg, task)
+        kept, dropped = [], []
+        for i, raw in enumerate(tests):
+            test = raw.replace("candidate(", f"{entry}(")
+            if i in failing:
+                dropped.append({"test": test, "reason": "fails the canonical solution: " + failing[i]})
+            elif not _parses(test):
+                dropped.append({"test": test, "reason": "malformed: does not parse"})
+            elif not _shown_in(test, prompt, entry):
+                dropped.append({"test": test, "reason": "not shown in the prompt (its call or expected value)"})
+            else:
+                kept.append(test)
+        return kept, dropped
+
     def render(self, problem: Problem) -> str:
         return problem.fields["prompt"]
-
-    def public_tests(self, problem: Problem) -> list[str]:
-        # AFlow's public tests file keys HumanEval by 'HumanEval/N'; its test split writes 'HumanEval_N'.
-        key = problem.id.replace("HumanEval_", "HumanEval/")
-        return [t.replace("candidate(", f"{self.entry_point(problem)}(") for t in self._public_table().get(key, [])]
 
     def program(self, code: str, problem: Problem, tests: list[str] | None = None) -> str:
         f = problem.fields
@@ -120,7 +169,45 @@ class HumanEval(CodeBenchmark):
         return mbpp_program(f["prompt"] + "\n" + code, "[]", tests)
 
 
+def _failing(cfg: dict[str, Any], task: str) -> dict[int, str]:
+    """``public_tests_failing_canonical[task]`` of the config: {index of the test: why it is dropped}."""
+    table = (cfg.get("public_tests_failing_canonical") or {}).get(task) or {}
+    return {int(i): str(reason) for i, reason in dict(table).items()}
+
+
+def _humaneval_key(task_id: str) -> str:
+    """AFlow's test split writes ``HumanEval_N``; the official id (and its public-test file) ``HumanEval/N``."""
+    return task_id.replace("HumanEval_", "HumanEval/")
+
+
+def _parses(test: str) -> bool:
+    try:
+        return bool(test.strip()) and isinstance(ast.parse(test).body[0], ast.Assert)
+    except (SyntaxError, IndexError):
+        return False
+
+
+def _squash(text: str) -> str:
+    """Whitespace, quotes and case removed: docstrings write ``f(a) => true`` for ``f('a') == True``."""
+    return "".join(text.split()).replace("'", "").replace('"', "").lower()
+
+
+def _shown_in(test: str, prompt: str, entry: str) -> bool:
+    """Whether ``prompt`` shows this ``assert entry(args) == expected``: both the call (with its
+    arguments) and the expected value appear in it, up to whitespace, quotes and case."""
+    node = ast.parse(test).body[0].test
+    if not (isinstance(node, ast.Compare) and len(node.comparators) == 1 and isinstance(node.left, ast.Call)):
+        return False
+    call, expected = node.left, node.comparators[0]
+    if not (isinstance(call.func, ast.Name) and call.func.id == entry):
+        return False
+    text = _squash(prompt)
+    return _squash(ast.unparse(call)) in text and _squash(ast.unparse(expected)) in text
+
+
 class MBPP(CodeBenchmark):
+    hidden_fields = ("test_list", "test_setup_code", "public_tests_dropped")
+
     def filter_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         lo, hi = (self.cfg.get("task_id_range") or [None, None])
         if lo is None:
@@ -131,24 +218,23 @@ class MBPP(CodeBenchmark):
         tests = _as_list(row["test_list"])
         entry = row.get("entry_point") or _function_name(tests[0])
         prompt = row.get("prompt") or row.get("text")
+        examples = tests[:1]  # the example test: part of the task text (render)
+        failing = _failing(self.cfg, str(row["task_id"]))
         fields = {"prompt": prompt, "entry_point": entry, "test_list": tests,
                   "test_imports": _as_list(row.get("test_imports")), "test_setup_code": row.get("test_setup_code", ""),
-                  "shows_test": "prompt" not in row}
+                  "example_tests": examples,
+                  "public_tests": [t for i, t in enumerate(examples) if i not in failing],
+                  "public_tests_dropped": [{"test": t, "reason": "fails the canonical solution: " + failing[i]}
+                                           for i, t in enumerate(examples) if i in failing]}
         return Problem(id=f"mbpp/{row['task_id']}", index=row_index, fields=fields, gold=row.get("code"),
                        benchmark=self.name)
 
     def render(self, problem: Problem) -> str:
         f = problem.fields
         text = f["prompt"]
-        if f["shows_test"]:  # the original MBPP prompt shows one test so the function name is known
-            text += "\nYour code should pass this test:\n" + f["test_list"][0]
+        for test in f["example_tests"]:  # as the original MBPP prompt: the function name and one example
+            text += "\nYour code should pass this test:\n" + test
         return text
-
-    def public_tests(self, problem: Problem) -> list[str]:
-        f = problem.fields
-        if f["shows_test"]:
-            return f["test_list"][:1]
-        return [t.replace("candidate(", f"{f['entry_point']}(") for t in self._public_table().get(f["entry_point"], [])]
 
     def program(self, code: str, problem: Problem, tests: list[str] | None = None) -> str:
         f = problem.fields

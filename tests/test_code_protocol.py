@@ -1,0 +1,169 @@
+"""One MBPP/HumanEval protocol: the public tests are what the task text shows, keyed by task id,
+every one passes its canonical solution, and the scored tests are out of the methods' reach."""
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evaluators.code_tasks import MBPP, HumanEval, _shown_in
+from evaluators.sandbox import mbpp_program, run_program_async
+from harness.types import Problem
+from harness.view import ProblemView
+
+CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "benchmark"
+GATE = max(2, (os.cpu_count() or 1) * 2)
+
+
+def _bench(cls: type, name: str, split: str) -> Any:
+    cfg = yaml.safe_load((CONFIGS / f"{name}.yaml").read_text())
+    cfg["split"] = split
+    return cls(cfg)
+
+
+def _problems(cls: type, name: str) -> tuple[Any, list[Problem]]:
+    """Both AFlow splits (test + validate): every problem of the protocol."""
+    out: list[Problem] = []
+    for split in ("test", "validate"):
+        bench = _bench(cls, name, split)
+        out += bench.load()[0]
+    return bench, out
+
+
+async def _run_all(programs: list[str]) -> list[Any]:
+    gate = asyncio.Semaphore(GATE)
+
+    async def one(p: str) -> Any:
+        async with gate:
+            return await run_program_async(p, timeout_s=20)
+
+    return await asyncio.gather(*(one(p) for p in programs))
+
+
+# ---- MBPP -----------------------------------------------------------------------------------------
+
+def test_mbpp_example_test_is_in_every_task_text_and_keyed_by_task_id() -> None:
+    bench, problems = _problems(MBPP, "mbpp")
+    assert len(problems) == 427
+    for p in problems:
+        expected = [] if p.id == "mbpp/630" else p.fields["test_list"][:1]  # its canonical solution is broken
+        assert bench.public_tests(p) == expected
+        assert p.fields["test_list"][0] in bench.render(p)
+        assert not any(t in bench.render(p) for t in p.fields["test_list"][1:])  # the other asserts are not shown
+    # names that repeat across problems no longer share tests: each problem gets its own first assert
+    by_name: dict[str, list[Problem]] = {}
+    for p in problems:
+        by_name.setdefault(p.fields["entry_point"], []).append(p)
+    repeated = {k: v for k, v in by_name.items() if len(v) > 1}
+    assert {"replace_spaces", "square_Sum", "Split"} <= set(repeated)
+    for group in repeated.values():
+        for p in group:
+            assert bench.public_tests(p) == p.fields["test_list"][:1]
+    dropped = next(p for p in problems if p.id == "mbpp/630").fields["public_tests_dropped"]
+    assert len(dropped) == 1 and "canonical solution is broken" in dropped[0]["reason"]
+    assert len({tuple(bench.public_tests(p)) for p in repeated["square_Sum"]}) == len(repeated["square_Sum"])
+
+
+def test_mbpp_hidden_fields_are_the_scored_tests() -> None:
+    bench, problems = _problems(MBPP, "mbpp")
+    view = ProblemView.of(problems[0], bench.hidden())
+    assert "test_list" not in view.fields and "test_setup_code" not in view.fields
+    assert view.fields["public_tests"] == problems[0].fields["test_list"][:1]
+    assert set(view.fields) == {"prompt", "entry_point", "test_imports", "example_tests", "public_tests"}
+
+
+def test_scored_asserts_are_not_reachable_through_the_public_tool() -> None:
+    """A program that hard-codes the shown example passes the tool (it runs only that test) and fails
+    the score (the hidden asserts); the tool takes no test argument."""
+    bench = _bench(MBPP, "mbpp", "test")
+    problem = next(p for p in bench.load()[0] if p.fields["entry_point"] == "tuple_to_int")
+    cheat = "```python\ndef tuple_to_int(nums):\n    return 123\n```"
+
+    async def main() -> tuple[Any, Any]:
+        return await bench.run_public_tests(cheat, problem), await bench.score(cheat, problem)
+
+    public, score = asyncio.run(main())
+    assert public["passed"] == public["total"] == 1 and public["results"][0]["test"] == problem.fields["test_list"][0]
+    assert score.value == 0.0
+    tool = bench.tools(problem)[0]
+    assert tool.name == "run_public_tests" and set(tool.parameters) == {"text"}
+
+
+# ---- HumanEval -------------------------------------------------------------------------------------
+
+def test_humaneval_public_tests_are_shown_in_the_prompt_and_drops_have_reasons() -> None:
+    bench, problems = _problems(HumanEval, "humaneval")
+    assert len(problems) == 164
+    n_kept = 0
+    for p in problems:
+        for t in bench.public_tests(p):
+            assert _shown_in(t, bench.render(p), p.fields["entry_point"]), (p.id, t)
+            assert t not in p.fields["test"] or t in p.fields["prompt"]  # never a scored assert the prompt hides
+            n_kept += 1
+        for d in p.fields["public_tests_dropped"]:
+            assert d["reason"] and d["test"] not in bench.public_tests(p)
+    dropped = {p.id.replace("HumanEval_", "HumanEval/"): [d["reason"].split(":")[0] for d in p.fields["public_tests_dropped"]]
+               for p in problems if p.fields["public_tests_dropped"]}
+    for task in ("HumanEval/41", "HumanEval/53", "HumanEval/47", "HumanEval/116", "HumanEval/148"):
+        assert "fails the canonical solution" in dropped[task], task
+    assert "malformed" in dropped["HumanEval/33"]  # its second assert is cut off mid-list
+    assert n_kept > 300
+    view = ProblemView.of(problems[0], bench.hidden())
+    assert "test" not in view.fields and "public_tests_dropped" not in view.fields and "public_tests" in view.fields
+
+
+def test_every_public_test_passes_its_canonical_solution_and_the_failing_list_is_exact() -> None:
+    """Every kept public test (MBPP and HumanEval) passes the canonical solution; every AFlow HumanEval
+    test that parses and fails it is in ``public_tests_failing_canonical`` (and nothing else is)."""
+    mbpp, mbpp_problems = _problems(MBPP, "mbpp")
+    he, he_problems = _problems(HumanEval, "humaneval")
+    raw = he._aflow_public_tests()
+    failing_cfg = {task: {int(i) for i in v} for task, v in he.cfg["public_tests_failing_canonical"].items()}
+    programs, labels = [], []
+    for p in mbpp_problems:
+        if mbpp.public_tests(p):
+            programs.append(mbpp.program(p.gold, p, mbpp.public_tests(p)))
+            labels.append(("mbpp", p.id, None))
+        for d in p.fields["public_tests_dropped"]:  # a drop is justified: it does fail
+            programs.append(mbpp.program(p.gold, p, [d["test"]]))
+            labels.append(("mbpp-dropped", p.id, None))
+    for p in he_problems:
+        task = p.id.replace("HumanEval_", "HumanEval/")
+        for i, t in enumerate(raw.get(task, [])):
+            test = t.replace("candidate(", f"{p.fields['entry_point']}(")
+            programs.append(mbpp_program(p.fields["prompt"] + p.gold, "[]", [test]))
+            labels.append(("humaneval", task, (i, test)))
+    results = asyncio.run(_run_all(programs))
+    failing: dict[str, set[int]] = {}
+    for (kind, task, extra), res in zip(labels, results):
+        if kind.startswith("mbpp"):
+            assert res.passed is (kind == "mbpp"), (kind, task, res)
+            continue
+        i, test = extra
+        if res.passed:
+            continue
+        assert res.status in ("failed", "error"), (task, test, res)
+        if res.status == "error" and "SyntaxError" in (res.detail + res.stderr_tail) or not test.strip():
+            continue  # malformed: dropped as such
+        failing.setdefault(task, set()).add(i)
+    assert failing == failing_cfg
+    kept = {(p.id.replace("HumanEval_", "HumanEval/"), t) for p in he_problems for t in he.public_tests(p)}
+    for (kind, task, extra), res in zip(labels, results):
+        if kind == "humaneval" and (task, extra[1]) in kept:
+            assert res.passed, (task, extra[1], res)
+
+
+def test_humaneval_tool_runs_only_kept_tests() -> None:
+    bench = _bench(HumanEval, "humaneval", "validate")
+    problems = {p.id: p for p in bench.load()[0]}
+    p = problems.get("HumanEval/53") or next(iter(problems.values()))
+    canonical = "```python\n" + p.fields["prompt"] + p.gold + "\n```"
+    res = asyncio.run(bench.run_public_tests(canonical, p))
+    if bench.public_tests(p):
+        assert res is not None and res["passed"] == res["total"] == len(bench.public_tests(p))
+    else:
+        assert res is None
