@@ -17,8 +17,8 @@ shows, keyed by task id (never by function name: 8 MBPP names repeat across prob
 * HumanEval: the prompt is the official one (signature + docstring examples). Public tests come
   from AFlow's ``humaneval_public_test.jsonl`` (keyed by ``HumanEval/N``) minus those that do not
   parse, those that fail the canonical solution (listed with the reason in
-  ``public_tests_failing_canonical`` of ``configs/benchmark/humaneval.yaml``) and those whose call
-  and expected value the prompt does not show. Each drop (both benchmarks) is recorded with its reason in
+  ``public_tests_failing_canonical`` of ``configs/benchmark/humaneval.yaml``) and those whose
+  arguments or expected value the prompt does not show (AFlow added some, e.g. ``tri(4)``). Each drop (both benchmarks) is recorded with its reason in
   ``Problem.fields["public_tests_dropped"]`` and in every score's details. ``check`` stays hidden.
 
 ``hidden_fields`` (interface 7) withholds the scored tests from the method's view of a problem.
@@ -193,16 +193,17 @@ def _squash(text: str) -> str:
 
 
 def _shown_in(test: str, prompt: str, entry: str) -> bool:
-    """Whether ``prompt`` shows this ``assert entry(args) == expected``: both the call (with its
-    arguments) and the expected value appear in it, up to whitespace, quotes and case."""
+    """Whether ``prompt`` shows this ``assert entry(args) == expected``: every argument and the
+    expected value appear in it, up to whitespace, quotes and case (docstrings write examples as
+    ``f(x) ==> y``, ``For lst = x the output should be y`` or ``Input: x  Output: y``)."""
     node = ast.parse(test).body[0].test
     if not (isinstance(node, ast.Compare) and len(node.comparators) == 1 and isinstance(node.left, ast.Call)):
         return False
     call, expected = node.left, node.comparators[0]
-    if not (isinstance(call.func, ast.Name) and call.func.id == entry):
+    if not (isinstance(call.func, ast.Name) and call.func.id == entry) or call.keywords:
         return False
     text = _squash(prompt)
-    return _squash(ast.unparse(call)) in text and _squash(ast.unparse(expected)) in text
+    return all(_squash(ast.unparse(part)) in text for part in [*call.args, expected])
 
 
 class MBPP(CodeBenchmark):
