@@ -82,7 +82,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any],
         recorded = [d for d in recorded if d is not None]
         devs = [d for ds in recorded for d in ds] if recorded else \
             list((method_config(exp["method"]) or {}).get("deviations") or [])
-        devs = list(dict.fromkeys([*devs, *(v.get("deviations") or [])]))
+        devs = list(dict.fromkeys([*devs, *(v.get("deviations") or [])])) if any(a.runs for a in aggs.values()) else []
         foot_csv = feet.numbered(devs) if devs else ""
         row: list[Any] = [v["label"]]
         scores, rels, crels = [], [], []

@@ -34,7 +34,9 @@ def wilson(successes: int, n: int, level: float = 0.95) -> Interval:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return Interval(100 * max(0.0, centre - half), 100 * min(1.0, centre + half), "wilson", n)
+    low = 0.0 if successes == 0 else max(0.0, centre - half)       # exact ends (no rounding residue at 0 and n)
+    high = 1.0 if successes == n else min(1.0, centre + half)
+    return Interval(100 * low, 100 * high, "wilson", n)
 
 
 def t_interval(values_pct: list[float], level: float = 0.95) -> Interval | None:

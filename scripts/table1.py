@@ -139,7 +139,8 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         if groups_seen and row.get("group") != groups_seen[-1]:
             table.rules_after.add(len(table.rows) - 1)
         groups_seen.append(row.get("group"))
-        devs = row_deviations(row, aggs, proto) if r["name"] is not None else list(row.get("deviations") or [])
+        # footnotes on rows with numbers only (a row of "—" deviates from nothing yet)
+        devs = row_deviations(row, aggs, proto) if any(a.runs for a in aggs.values()) else []
         foot_csv = feet.numbered(devs) if devs else ""
         shown = row_label(row, aggs)
         cells: list[Any] = [Cell(shown, sup=feet.marks(devs)) if devs else shown]

@@ -410,7 +410,8 @@ def test_sensitivity_tables_and_figure2_from_point_folders(tmp_path):
     t11 = res["tables"][0]
     assert t11.title.startswith("Table 11")
     rows = {str(getattr(r[0], "text", r[0])): r for r in t11.rows}
-    assert rows["3"][1] != "—" and rows["3"][3] != "—" and rows["3"][2] == "—"   # gsm8k, hotpotqa run; mbpp not
+    assert t11.columns[1:7] == ["GSM8K", "MATH", "MBPP", "HumanEval", "HotpotQA", "DROP"]  # all six (paper §4.4)
+    assert rows["3"][1] != "—" and rows["3"][5] != "—" and rows["3"][2] == "—"   # gsm8k, hotpotqa run; math not
     assert rows["7"][1] == "—"
     recs = [r for r in res["records"] if r["param"] == "n_samples"]
     assert len(recs) == 4 and all(r["n_problems"] == 2 for r in recs)

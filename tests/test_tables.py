@@ -1,0 +1,306 @@
+"""The tables a user reads: 95% intervals, incomplete cells (errors are not wrong answers), deviation footnotes,
+per-role costs, the size protocols of the main job, re-rendering after each run, the stop-share check."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.backbone import BackboneResult
+from harness.types import Completion
+from tests.doubles import ScriptedBackbone
+from tests.test_reporting import _args, _fake_metrics, guess
+
+
+# ---- intervals ---------------------------------------------------------------------------------------------
+
+def test_wilson_interval_hand_checked():
+    from scripts.stats import interval, wilson
+
+    ci = wilson(3, 10)             # textbook: 3/10 -> [0.108, 0.603]
+    assert (round(ci.low, 1), round(ci.high, 1), ci.method) == (10.8, 60.3, "wilson")
+    ci = wilson(0, 1)              # one wrong answer: still a wide interval, never [0, 0]
+    assert (round(ci.low, 1), round(ci.high, 1)) == (0.0, 79.3)
+    ci = wilson(10, 10)
+    assert round(ci.low, 1) == 72.2 and ci.high == 100.0
+    assert interval([100.0, 0.0, 0.0, 100.0, 0.0, 0.0, 0.0, 0.0, 100.0, 0.0]).method == "wilson"
+
+
+def test_t_interval_for_f1_hand_checked():
+    from scripts.stats import interval
+
+    ci = interval([40.0, 60.0, 50.0, 70.0])        # mean 55, s = 12.91, t(0.975, 3) = 3.182 -> ±20.54
+    assert ci.method == "t" and ci.low == pytest.approx(34.46, abs=0.01) and ci.high == pytest.approx(75.54, abs=0.01)
+    wide = interval([0.0, 50.0, 100.0])            # clipped to [0, 100]
+    assert (wide.low, wide.high) == (0.0, 100.0)
+    assert interval([37.5]) is None and interval([]) is None   # no interval from one F1 value
+
+
+def test_cell_interval_over_problems_averaged_over_seeds(tmp_path):
+    from scripts.collect import load_runs
+
+    root = tmp_path / "results"
+    # two seeds that disagree on problem 0: per-problem means 50, 100, 0, 0 -> not binary -> t interval
+    _fake_metrics(root, "gsm8k", "cot", 42, 50.0, n=4, scores=[1.0, 1.0, 0.0, 0.0])
+    _fake_metrics(root, "gsm8k", "cot", 123, 25.0, n=4, scores=[0.0, 1.0, 0.0, 0.0])
+    a = load_runs(root, "table1", "gsm8k", "cot", "local")
+    assert a.problem_means() == [50.0, 100.0, 0.0, 0.0] and a.mean == pytest.approx(37.5)
+    ci = a.ci()
+    # 37.5 ± t(0.975, 3)·47.87/2 = [−38.7, 113.7], clipped to the score range
+    assert ci.method == "t" and ci.n == 4 and (ci.low, ci.high) == (0.0, 100.0)
+
+
+# ---- incomplete cells: never averaged ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("old_format", [False, True])
+def test_cell_with_errors_is_incomplete_not_averaged(tmp_path, old_format):
+    """A run with errors (metrics with n_errors, or an old file without it whose predictions hold errors) is shown
+    as incomplete, excluded from Avg and from best/second."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+    benches = ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
+    for b in benches:
+        _fake_metrics(root, b, "io", 42, 10.0)
+        # 8 answered at 90%, 2 errors: averaging them as zeros would print 72.0 — it must print no number at all
+        _fake_metrics(root, b, "cot", 42, 72.0 if old_format and b == "gsm8k" else 90.0, n=10,
+                      n_errors=2 if b == "gsm8k" else 0,
+                      scores=[0.9] * (8 if b == "gsm8k" else 10), old_format=old_format)
+    t, recs = table1.build(root, "local")
+    rows = {str(getattr(r[0], "text", r[0])): r for r in t.rows}
+    assert rows["CoT"][1].text == "incomplete 8/10, 2 errors"
+    assert rows["CoT"][7] == "—"                                   # no Avg over an incomplete cell
+    assert rows["IO"][1].text.startswith("10.0 [") and not rows["IO"][1].bold   # only one complete: no ranking
+    rec = next(r for r in recs if r["row"] == "CoT" and r["benchmark"] == "gsm8k")
+    assert rec["status"] == "incomplete" and rec["n_errors"] == 2 and rec["answered"] == 8 and rec.get("mean") is None
+    assert "connection refused" in rec["first_error"]
+    md = t.to_markdown()
+    assert "72.0" not in md and "CoT / GSM8K: incomplete 8/10, 2 errors (first error: BackboneError" in md
+
+
+class _FlakyBackbone(ScriptedBackbone):
+    """A server that refuses every request of one problem (the first prompt it sees), answers the others."""
+
+    bad: dict[str, str] = {}
+
+    async def complete(self, messages, sampling, n):
+        content = messages[-1]["content"]
+        first = self.bad.setdefault(self.name, content)
+        if content == first:
+            raise ConnectionError("connection refused (injected)")
+        return await super().complete(messages, sampling, n)
+
+
+def test_reproduce_exits_nonzero_naming_incomplete_runs(tmp_path, monkeypatch, capsys):
+    from scripts import reproduce_table1
+
+    async def fake_build(cfg, *, run_dir, seed, **kw):
+        cls = _FlakyBackbone if "gsm8k" in str(run_dir) else ScriptedBackbone
+        return cls(guess, name=f"{cfg['name']}-{Path(str(run_dir)).parts[-4]}", max_concurrency=2)
+
+    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp", "limit=3", *_args(tmp_path)]
+    assert reproduce_table1.main(argv) == 1
+    err = capsys.readouterr().err
+    assert "cells are incomplete" in err and "io/gsm8k/local/seed=42" in err and "io/mbpp" not in err.split(
+        "cells are incomplete")[1]
+    rows = {r["benchmark"]: r for r in csv.DictReader(open(tmp_path / "results" / "table1" / "table1.csv"))
+            if r["row"] == "IO"}
+    assert rows["gsm8k"]["status"] == "incomplete" and rows["gsm8k"]["mean"] == ""
+    assert rows["mbpp"]["status"] == "ok"
+
+
+# ---- footnotes -------------------------------------------------------------------------------------------
+
+def _write_config(d: Path, method: str, bench: str, deviations=None, label=None) -> None:
+    import yaml
+
+    m = {"name": method}
+    if deviations is not None:
+        m["deviations"] = deviations
+    if label:
+        m["label"] = label
+    (d / "config.yaml").write_text(yaml.safe_dump({"seed": 42, "method": m, "benchmark": {"name": bench},
+                                                   "backbone": {"name": "local"}}))
+
+
+def test_deviations_become_numbered_footnotes_in_md_tex_csv(tmp_path):
+    from scripts import table1
+
+    root = tmp_path / "results"
+    shared = "one backbone stands in for several models"
+    for b in ("gsm8k", "math"):
+        _write_config(_fake_metrics(root, b, "llm_blender", 42, 20.0), "llm_blender", b,
+                      deviations=[shared, "the ranker is the backbone"], label="LLM-Blender (backbone ranker/fuser)")
+        _write_config(_fake_metrics(root, b, "llm_debate", 42, 30.0), "llm_debate", b, deviations=[shared])
+        _write_config(_fake_metrics(root, b, "io", 42, 10.0), "io", b, deviations=[])
+    res = table1.write_all(root, backbones=["local"])
+    t = res["tables"][0]
+    rows = {str(getattr(r[0], "text", r[0])): r for r in t.rows}
+    # the method's own label says what ran; recorded deviations are numbered once and shared between rows
+    assert rows["LLM-Debate"][0].sup == "1" and rows["LLM-Blender (backbone ranker/fuser)"][0].sup == "1,2"
+    assert getattr(rows["IO"][0], "sup", "") == ""                 # recorded `deviations: []`: no footnote
+    md = (root / "table1" / "table1.md").read_text()
+    assert "| LLM-Debate<sup>1</sup> |" in md and f"- 1. {shared}" in md and "- 2. the ranker is the backbone" in md
+    tex = (root / "table1" / "table1.tex").read_text()
+    assert "LLM-Debate$^{1}$" in tex and "LLM-Blender (backbone ranker/fuser)$^{1,2}$" in tex
+    recs = [r for r in csv.DictReader(open(root / "table1" / "table1.csv")) if r["row"] == "LLM-Debate"]
+    assert recs and all(r["footnotes"] == f"[1] {shared}" for r in recs)
+
+
+def test_footnotes_fall_back_to_the_method_yaml_and_name_the_size_protocol(tmp_path):
+    """Runs made before `deviations` existed (no key in config.yaml): the method's yaml; a method run at the
+    protocol's reduced setting gets a footnote naming it."""
+    from scripts import table1
+    from scripts.runs import method_config
+
+    root = tmp_path / "results"
+    _write_config(_fake_metrics(root, "gsm8k", "cot_sc", 42, 20.0), "cot_sc", "gsm8k")
+    (root / "table1" / "protocol-local.json").write_text(json.dumps(
+        {"backbone": "local", "protocol": "embedded",
+         "settings": {"seeds": [42], "limit": 12, "method_overrides": {"cot_sc": ["method.params.k=3"]}}}))
+    t, recs = table1.build(root, "local")
+    row = next(r for r in t.rows if str(getattr(r[0], "text", r[0])).startswith("CoT-SC"))
+    expected = [*(method_config("cot_sc").get("deviations") or []),
+                "run at the reduced setting of size protocol 'embedded': method.params.k=3"]
+    assert row[0].sup == ",".join(str(i) for i in range(1, len(expected) + 1))
+    assert t.notes[-len(expected) - 1:][1:] == [f"{i}. {d}" for i, d in enumerate(expected, 1)] or \
+        [n for n in t.notes if n[:1].isdigit()] == [f"{i}. {d}" for i, d in enumerate(expected, 1)]
+
+
+# ---- per-role costs --------------------------------------------------------------------------------------
+
+def test_cost_table_per_role_when_a_run_has_several_roles(tmp_path):
+    from scripts import efficiency
+
+    root = tmp_path / "results"
+    d = _fake_metrics(root, "gsm8k", "cot", 42, 50.0, n=2, scores=[1.0, 0.0])
+    m = json.loads((d / "metrics.json").read_text())
+    m["by_role"] = {"designer": {"calls": 2, "prompt_tokens": 100, "completion_tokens": 40, "cost_usd": 0.002,
+                                 "flops": 1.4e11},
+                    "executor": {"calls": 6, "prompt_tokens": 600, "completion_tokens": 300, "cost_usd": 0.01,
+                                 "flops": 9.0e11}}
+    (d / "metrics.json").write_text(json.dumps(m))
+    _fake_metrics(root, "gsm8k", "io", 42, 50.0, n=2, scores=[1.0, 0.0])    # one role only: not in the role table
+    (_fake_metrics(root, "gsm8k", "io", 42, 50.0, n=2, scores=[1.0, 0.0]) / "calls.jsonl").write_text(
+        json.dumps({"role": None, "prompt_tokens": 10, "completion_tokens": 5, "cost_usd": 0.0, "flops": 1e9}) + "\n")
+    res = efficiency.write_all(root)
+    t3, t3r = res["tables"][:2]
+    assert [r[:2] for r in t3r.rows] == [["cot", "designer"], ["cot", "executor"]]
+    assert t3r.rows[1][2:] == ["3.00", "300", "150", "0.00500", "4.50e+11"]     # per problem: totals / 2
+    cot = next(r for r in t3.rows if r[0] == "cot")
+    assert cot[4] == f"{(1.4e11 + 9.0e11) / 2:.2e}"                              # FLOPs per problem, all roles
+    roles_csv = [r for r in csv.DictReader(open(root / "efficiency" / "efficiency.csv")) if r["table"] == "3-role"]
+    assert {r["role"] for r in roles_csv} == {"designer", "executor"}
+
+
+# ---- the size protocols of the main job ------------------------------------------------------------------
+
+def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
+    from scripts.reproduce_table1 import build_plan, resolve_protocol
+    from scripts.runs import load_experiment
+
+    exp = load_experiment("table1")
+    smoke, info = build_plan(exp, {"backbone": "local", "size": "smoke"}, [])
+    assert info["protocol"] == "smoke"
+    full, info = build_plan(exp, {"backbone": "local"}, [])
+    assert info["protocol"] == "embedded" and resolve_protocol(exp, "embedded")["first_pass"] == "smoke"
+    strip = lambda ov: [o for o in ov if not o.startswith("limit=")]   # noqa: E731
+    # the default first runs exactly the smoke plan, then grows the same folders (same overrides but the limit)
+    assert [strip(it.overrides) for it in full[:len(smoke)]] == [strip(it.overrides) for it in smoke]
+    by_cell = {(it.extra["method"], it.extra["benchmark"]): it for it in full[len(smoke):]}
+    for it in smoke:
+        big = by_cell[(it.extra["method"], it.extra["benchmark"])]
+        assert strip(big.overrides) == strip(it.overrides) and big.extra["limit"] >= it.extra["limit"]
+    # cheap methods fill the table first; answers are not cut at 160 tokens any more
+    order = [it.extra["method"] for it in smoke]
+    assert order[0] == "io" and order.index("cot") < order.index("cot_sc") < order.index("denoiseflow")
+    assert all("backbone.sampling.max_tokens=160" not in it.overrides for it in full)
+    mt = exp["max_tokens"]["embedded"]
+    for it in full:
+        assert f"backbone.sampling.max_tokens={mt[it.extra['benchmark']]}" in it.overrides
+    # every implemented method has a cell in the smoke size and all six benchmarks in the default
+    methods = {it.extra["method"] for it in full}
+    assert methods == {it.extra["method"] for it in smoke}
+    assert all(len({it.extra["benchmark"] for it in full if it.extra["method"] == m}) == 6 for m in methods)
+
+
+def test_size_option_names_the_choices():
+    from scripts.reproduce_table1 import build_plan
+    from scripts.runs import load_experiment
+
+    with pytest.raises(SystemExit, match="smoke"):
+        build_plan(load_experiment("table1"), {"backbone": "local", "size": "huge"}, [])
+
+
+# ---- re-rendering after each run, Ctrl-C, resume ---------------------------------------------------------
+
+def test_table_is_rerendered_after_each_run_and_survives_an_interrupt(tmp_path, monkeypatch, capsys):
+    """While run k is going, table1.md already shows runs 1..k-1; a Ctrl-C mid-plan leaves the table up to date
+    and the same command resumes with only the rest."""
+    from scripts import reproduce_table1
+
+    md = tmp_path / "results" / "table1" / "table1.md"
+    seen: list[str] = []
+    state = {"interrupt": True}
+
+    def script(messages, sampling):
+        seen.append(md.read_text() if md.exists() else "")
+        return guess(messages, sampling)
+
+    class Interrupting(ScriptedBackbone):
+        async def complete(self, messages, sampling, n):
+            raise KeyboardInterrupt          # Ctrl-C during the third run
+
+    async def fake_build(cfg, *, run_dir, seed, **kw):
+        cls = Interrupting if state["interrupt"] and "humaneval" in str(run_dir) else ScriptedBackbone
+        return cls(script, name=cfg["name"], max_concurrency=1)
+
+    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp,humaneval", "limit=2",
+            "runner.max_concurrent_problems=1", *_args(tmp_path)]
+    with pytest.raises(KeyboardInterrupt):
+        reproduce_table1.main(argv)
+    assert len(seen) == 4 and seen[0] == ""                  # 2 GSM8K calls, then 2 MBPP calls
+    io_row = seen[2].split("| IO |")[1].split("|")           # while MBPP runs: GSM8K's cell is there, MBPP's not
+    assert "n=2" in io_row[0] and io_row[1].strip() == "—"
+    rows = {r["benchmark"]: r for r in csv.DictReader(open(md.with_suffix(".csv"))) if r["row"] == "IO"}
+    assert rows["gsm8k"]["status"] == "ok" and rows["mbpp"]["status"] == "ok"      # rendered before the Ctrl-C
+    assert rows["humaneval"]["status"] in ("incomplete", "not_run")
+    state["interrupt"] = False
+    capsys.readouterr()
+    assert reproduce_table1.main(argv) == 0
+    assert "2 already complete (skipped), 1 to run" in capsys.readouterr().err
+
+
+# ---- answers not cut: the stop share --------------------------------------------------------------------
+
+class _CutBackbone(ScriptedBackbone):
+    async def complete(self, messages, sampling, n):
+        res = await super().complete(messages, sampling, n)
+        return BackboneResult([Completion(c.text, c.prompt_tokens, c.completion_tokens, "length")
+                               for c in res.completions], res.retries, res.latency_s)
+
+
+def test_stop_share_is_computed_from_calls_jsonl_and_warned_below_90_percent(tmp_path, monkeypatch, capsys):
+    from scripts import reproduce_table1
+
+    async def fake_build(cfg, *, run_dir, seed, **kw):
+        cls = _CutBackbone if "mbpp" in str(run_dir) else ScriptedBackbone
+        return cls(guess, name=cfg["name"], max_concurrency=2)
+
+    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp", "limit=3", *_args(tmp_path)]
+    assert reproduce_table1.main(argv) == 0
+    err = capsys.readouterr().err
+    assert "answers: 100% of 3 calls ended with stop" in err
+    assert "answers: 0% of 3 calls ended with stop (WARNING: below 90%" in err
+    assert "answers not cut at max_tokens: 50% of 6 calls ended with stop (WARNING" in err
+    rt = json.loads((tmp_path / "results" / "table1" / "runtime-local.json").read_text())
+    assert {r["run"]: r["stop_pct"] for r in rt["runs"]} == {"io/gsm8k/local/seed=42": 100.0,
+                                                              "io/mbpp/local/seed=42": 0.0}
+    assert rt["stop_pct_all_runs"] == 50.0
+    md = (tmp_path / "results" / "table1" / "table1.md").read_text()
+    assert "50.0% of 6 calls ended with finish_reason=stop" in md and "BELOW 90%" in md
