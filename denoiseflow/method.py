@@ -505,8 +505,9 @@ class DenoiseFlow:
                       slots: list[str], risk: dict[str, Any], rc_ctx: dict[str, Any], attempt: int,
                       rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """G.4 root-cause refinement (or Local Retry). With ``root_cause`` the boosted step is re-routed
-        (E.5 changes what happens next): r_after gives c_after, the Stage-2 rule gives the route and K_after,
-        and the step is regenerated with K_after branches, selected by verified consensus."""
+        (E.5 changes what happens next): r_after gives c_after and the route; unless that is Direct, the step
+        is regenerated with K_after branches (the Branch rule: #clusters, at least k_min, capped at K_max),
+        selected by verified consensus."""
         opts, bench = self.opts, ctx.benchmark
         graph: DepGraph | None = sense["graph"] if sense else None
         rc = localize(graph, opts.correction, risk["u_prop"] or None)
@@ -523,9 +524,9 @@ class DenoiseFlow:
             risk["r"] = r_after
             c_after = confidence(r_after, rc_ctx["complexity"], opts)
             route_after = route(c_after, rc_ctx["tau_low"], rc_ctx["tau_high"])
-            if opts.reroute == "branch":
-                K_after = (1 if route_after == "direct" else opts.k_max if route_after == "refine"
-                           else branch_width(c_after, rc_ctx["tau_low"], rc_ctx["tau_high"], rc_ctx["n_clusters"], opts))
+            if opts.reroute == "branch" and route_after != "direct":
+                # already in Stage 3: the re-executed step branches by the Branch rule (K = #clusters, capped)
+                K_after = branch_width(c_after, rc_ctx["tau_low"], rc_ctx["tau_high"], rc_ctx["n_clusters"], opts)
             rec.update({"failing_slots": fails, "u_prop_after": [_r(x) for x in risk["u_prop"]],
                         "u_slots_after": {k: _r(v) for k, v in risk["u_slots"].items()}, "r_after": _r(r_after),
                         "c_after": _r(c_after), "route_after": route_after})
