@@ -23,7 +23,65 @@ SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs
 
 
 class BackboneError(RuntimeError):
-    """A backbone call failed for good (after its retries) or cannot start."""
+    """A backbone call failed for good (after its retries) or cannot start.
+
+    ``kind`` names the failure ("connection", "timeout", "http_429", "http_5xx", "http_4xx", "null_content",
+    "empty_content", "bad_json", "empty_choices", "error_body", "unknown_adapter", "config", ...),
+    ``attempts`` how many requests were sent (0 when it failed before any), ``retry_log`` one line per retry.
+    """
+
+    def __init__(self, message: str, *, kind: str = "error", attempts: int = 1,
+                 retry_log: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.attempts = attempts
+        self.retry_log = list(retry_log or [])
+
+    @property
+    def retryable(self) -> bool:
+        """Whether the same request could succeed later (an infrastructure fault, not a bad request)."""
+        return self.kind in RETRYABLE_KINDS
+
+
+#: Failures retried within a call like a 5xx: the server or the network misbehaved, the request was fine.
+RETRYABLE_KINDS = frozenset({"connection", "timeout", "http_429", "http_5xx", "http_408", "null_content",
+                             "empty_content", "bad_json", "empty_choices", "error_body"})
+
+
+class BadResponse(Exception):
+    """A 200 reply that is not a usable completion (null/empty content, no choices, broken JSON)."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
+
+
+def check_response(resp: Any) -> list[dict[str, Any]]:
+    """The reply's choices in index order, or :class:`BadResponse` when it is an infrastructure failure.
+
+    A choice with ``content: null``, or ``""`` with a finish_reason other than stop/length, is never an
+    answer: caching or scoring it would turn a server fault into a silent wrong result.
+    """
+    if not isinstance(resp, dict):
+        raise BadResponse("bad_json", f"the reply is not a JSON object: {str(resp)[:200]}")
+    if resp.get("error"):
+        raise BadResponse("error_body", f"the reply carries an error: {str(resp['error'])[:200]}")
+    choices = resp.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise BadResponse("empty_choices", f"the reply has no choices: {str(resp)[:200]}")
+    choices = sorted(choices, key=lambda c: (c or {}).get("index", 0) if isinstance(c, dict) else 0)
+    for ch in choices:
+        if not isinstance(ch, dict) or not isinstance(ch.get("message"), dict):
+            raise BadResponse("empty_choices", f"a choice has no message: {str(ch)[:200]}")
+        content = ch["message"].get("content")
+        finish = ch.get("finish_reason")
+        if content is None:
+            raise BadResponse("null_content", f"content is null (finish_reason={finish!r})")
+        if not isinstance(content, str):
+            raise BadResponse("bad_json", f"content is a {type(content).__name__}, not a string")
+        if content == "" and finish not in ("stop", "length"):
+            raise BadResponse("empty_content", f"content is empty with finish_reason={finish!r}")
+    return choices
 
 
 @dataclass
@@ -31,7 +89,7 @@ class RetryPolicy:
     max_attempts: int = 6
     base_delay_s: float = 1.0
     max_delay_s: float = 60.0
-    timeout_s: float = 600.0
+    timeout_s: float = 120.0  # per attempt; every shipped config states its own
 
     def delay(self, attempt: int, retry_after: float | None, rng: random.Random) -> float:
         """Exponential backoff with full jitter; a server's Retry-After wins when longer."""
@@ -57,14 +115,27 @@ class Backbone(Protocol):
     params: float | None
     max_concurrency: int
     supports_n: bool
+    adapters: dict[str, dict[str, Any]]
 
     def identity(self) -> dict[str, Any]: ...
 
     def cache_identity(self) -> dict[str, Any]: ...
 
-    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int) -> BackboneResult: ...
+    def adapter_identity(self, name: str) -> dict[str, Any]: ...
+
+    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int, *,
+                       adapter: str | None = None) -> BackboneResult: ...
 
     async def aclose(self) -> None: ...
+
+
+def check_adapter(backbone_name: str, adapters: dict[str, dict[str, Any]], name: str | None) -> None:
+    """Refuse an adapter the backbone does not carry, before any request is sent."""
+    if name is not None and name not in adapters:
+        known = ", ".join(sorted(adapters)) or "none"
+        raise BackboneError(
+            f"{backbone_name}: unknown adapter {name!r} (this backbone carries: {known}); add it under "
+            f"`adapters:` in its config", kind="unknown_adapter", attempts=0)
 
 
 def _retry_after_seconds(exc: Exception) -> float | None:
@@ -88,25 +159,46 @@ def _retry_after_seconds(exc: Exception) -> float | None:
         return max(0.0, parsed.timestamp() - time.time()) if parsed else None
 
 
-def _is_retryable(exc: Exception) -> bool:
+def classify(exc: Exception) -> str:
+    """The failure kind of an exception raised while sending one request."""
     import openai
 
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError, openai.RateLimitError,
-                        asyncio.TimeoutError)):
-        return True
+    if isinstance(exc, BadResponse):
+        return exc.kind
+    if isinstance(exc, (openai.APITimeoutError, asyncio.TimeoutError, httpx.TimeoutException)):
+        return "timeout"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection"
     if isinstance(exc, openai.APIStatusError):
-        return exc.status_code == 429 or exc.status_code >= 500 or exc.status_code == 408
-    return False
+        code = exc.status_code
+        if code == 429:
+            return "http_429"
+        if code == 408:
+            return "http_408"
+        return "http_5xx" if code >= 500 else "http_4xx"
+    if isinstance(exc, ValueError):  # json.JSONDecodeError: a truncated or garbled body
+        return "bad_json"
+    return "error"
+
+
+def _is_retryable(exc: Exception) -> bool:
+    return classify(exc) in RETRYABLE_KINDS
 
 
 class OpenAICompatibleBackbone:
-    """OpenAI, a vLLM server, or the embedded llama.cpp server, through AsyncOpenAI."""
+    """OpenAI, a vLLM server, or the embedded llama.cpp server, through AsyncOpenAI.
+
+    Adapters (vLLM ``--enable-lora --lora-modules name=path``): a call with ``adapter="x"`` sends
+    ``model: "x"``, which is how vLLM selects a LoRA per request. ``max_n`` (None = unbounded) splits
+    a request for more choices than the server allows into several, with consecutive seeds.
+    """
 
     def __init__(self, *, name: str, model: str, base_url: str | None, api_key: str,
                  price: Price, params: float | None = None, max_concurrency: int = 8,
                  supports_n: bool = True, retry: RetryPolicy | None = None,
                  extra_identity: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
-                 cache_identity: dict[str, Any] | None = None, seed: int = 0) -> None:
+                 cache_identity: dict[str, Any] | None = None, seed: int = 0,
+                 adapters: dict[str, dict[str, Any]] | None = None, max_n: int | None = None) -> None:
         from openai import AsyncOpenAI
 
         self.name = name
@@ -116,8 +208,10 @@ class OpenAICompatibleBackbone:
         self.params = params
         self.max_concurrency = max_concurrency
         self.supports_n = supports_n
+        self.max_n = max_n
         self.retry = retry or RetryPolicy()
         self.extra_body = extra_body or {}
+        self.adapters: dict[str, dict[str, Any]] = dict(adapters or {})
         self._extra_identity = extra_identity or {}
         self._cache_identity = cache_identity if cache_identity is not None else {"base_url": base_url}
         self._rng = random.Random(seed)
@@ -126,14 +220,25 @@ class OpenAICompatibleBackbone:
 
     def identity(self) -> dict[str, Any]:
         """Everything known about the model, for meta.json."""
-        return {"kind": "openai-compatible", "model": self.model, **self._extra_identity}
+        out = {"kind": "openai-compatible", "model": self.model, "timeout_s": self.retry.timeout_s,
+               **self._extra_identity}
+        if self.adapters:
+            out["adapters"] = self.adapters
+        return out
 
     def cache_identity(self) -> dict[str, Any]:
         """What distinguishes this model's outputs (not a port or a key), for cache keys."""
         return {"model": self.model, **self._cache_identity}
 
-    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int) -> BackboneResult:
-        body: dict[str, Any] = {"model": self.model, "messages": messages,
+    def adapter_identity(self, name: str) -> dict[str, Any]:
+        """``{"name", "sha256", "base_model", "training_data_sha256", "path", ...}`` of a carried adapter."""
+        check_adapter(self.name, self.adapters, name)
+        return self.adapters[name]
+
+    # -- request shape (subclasses add server-specific fields)
+    def request_body(self, messages: list[Message], sampling: dict[str, Any], n: int,
+                     adapter: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": adapter if adapter is not None else self.model, "messages": messages,
                                 **{k: v for k, v in sampling.items() if v is not None}}
         if n > 1:
             body["n"] = n
@@ -141,6 +246,29 @@ class OpenAICompatibleBackbone:
             body.pop("logprobs")
             body.pop("top_logprobs", None)
         body.update(self.extra_body)
+        return body
+
+    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int, *,
+                       adapter: str | None = None) -> BackboneResult:
+        check_adapter(self.name, self.adapters, adapter)
+        start = time.perf_counter()
+        chunks = [n] if not self.max_n or n <= self.max_n else \
+            [min(self.max_n, n - i) for i in range(0, n, self.max_n)]
+        seed = sampling.get("seed")
+        parts = []
+        for j, size in enumerate(chunks):
+            s = dict(sampling)
+            if j and seed is not None:  # the server gives choice k of a request seed+k
+                s["seed"] = int(seed) + sum(chunks[:j])
+            parts.append(self._complete_one(messages, s, size, adapter))
+        results = await asyncio.gather(*parts) if len(parts) > 1 else [await parts[0]]
+        comps = [c for r in results for c in r.completions]
+        log = [line for r in results for line in r.retry_log]
+        return BackboneResult(comps, sum(r.retries for r in results), time.perf_counter() - start, log)
+
+    async def _complete_one(self, messages: list[Message], sampling: dict[str, Any], n: int,
+                            adapter: str | None) -> BackboneResult:
+        body = self.request_body(messages, sampling, n, adapter)
         retries, log = 0, []
         start = time.perf_counter()
         while True:
@@ -150,36 +278,109 @@ class OpenAICompatibleBackbone:
                 # caps throughput at high concurrency): the JSON is read directly below.
                 raw = await self._client.post("/chat/completions", body=body, cast_to=httpx.Response)
                 resp = raw.json()
+                choices = check_response(resp)
                 break
             except Exception as exc:  # noqa: BLE001 - classified below
-                if not _is_retryable(exc) or retries + 1 >= self.retry.max_attempts:
-                    raise BackboneError(f"{self.name}: {type(exc).__name__}: {exc}") from exc
+                kind = classify(exc)
+                if kind not in RETRYABLE_KINDS or retries + 1 >= self.retry.max_attempts:
+                    what = "gave up" if kind in RETRYABLE_KINDS else "not retryable"
+                    raise BackboneError(
+                        f"{self.name}: {type(exc).__name__}: {exc} ({what} after {retries + 1} attempt(s))",
+                        kind=kind, attempts=retries + 1, retry_log=log) from exc
                 wait = self.retry.delay(retries, _retry_after_seconds(exc), self._rng)
-                log.append(f"{type(exc).__name__}: retry in {wait:.2f}s")
+                log.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}: retry in {wait:.2f}s")
                 retries += 1
                 await asyncio.sleep(wait)
         latency = time.perf_counter() - start
+        comps = await self.completions_from(resp, choices, sampling)
+        return BackboneResult(comps, retries, latency, log)
+
+    async def completions_from(self, resp: dict[str, Any], choices: list[dict[str, Any]],
+                               sampling: dict[str, Any]) -> list[Completion]:
+        """Usage is reported per request: the prompt is charged once, completions split evenly."""
         usage = resp.get("usage") or {}
         prompt_tokens = int(usage.get("prompt_tokens") or 0)
         completion_total = int(usage.get("completion_tokens") or 0)
-        choices = sorted(resp.get("choices") or [], key=lambda c: c.get("index", 0))
-        if not choices:
-            raise BackboneError(f"{self.name}: the response has no choices: {str(resp)[:300]}")
         comps = []
         for i, ch in enumerate(choices):
-            lp = None
-            content_lp = (ch.get("logprobs") or {}).get("content")
-            if content_lp:
-                lp = [{"token": t.get("token"), "logprob": t.get("logprob")} for t in content_lp]
-            # Usage is reported per request: the prompt is charged once, completions split evenly.
             share = completion_total // len(choices) + (1 if i < completion_total % len(choices) else 0)
-            message = ch.get("message") or {}
-            comps.append(Completion(text=message.get("content") or "", prompt_tokens=prompt_tokens if i == 0 else 0,
-                                    completion_tokens=share, finish_reason=ch.get("finish_reason"), logprobs=lp))
-        return BackboneResult(comps, retries, latency, log)
+            comps.append(_completion(ch, prompt_tokens if i == 0 else 0, share))
+        return comps
 
     async def aclose(self) -> None:
         await self._client.close()
+
+
+def _completion(ch: dict[str, Any], prompt_tokens: int, completion_tokens: int) -> Completion:
+    lp = None
+    content_lp = (ch.get("logprobs") or {}).get("content")
+    if content_lp:
+        lp = [{"token": t.get("token"), "logprob": t.get("logprob")} for t in content_lp]
+    return Completion(text=ch["message"]["content"], prompt_tokens=prompt_tokens,
+                      completion_tokens=completion_tokens, finish_reason=ch.get("finish_reason"), logprobs=lp)
+
+
+class LlamaServerBackbone(OpenAICompatibleBackbone):
+    """llama.cpp's ``llama-server``: per-request LoRA through the ``lora`` field, n > 1 counted per choice.
+
+    Every request carries the **full** ``lora`` list (every loaded adapter; the chosen one at its scale,
+    the others at 0): this llama.cpp applies every loaded adapter at scale 1.0 to a request with no
+    ``lora`` field or ``lora: []``, so a "base" call must say scale 0 for each of them.
+    ``lora_ids`` maps adapter name -> the server's adapter id (validated against ``GET /lora-adapters``).
+
+    With ``n > 1`` the server's ``usage.completion_tokens`` counts only the first choice; the others are
+    counted here: ``max_tokens`` for a choice cut at the limit (exact), else the re-tokenised content plus
+    the end-of-generation token (``POST /tokenize``).
+    """
+
+    def __init__(self, *, server_url: str, lora_ids: dict[str, int] | None = None, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.server_url = server_url.rstrip("/")
+        self.lora_ids = dict(lora_ids or {})
+        missing = set(self.adapters) - set(self.lora_ids)
+        if missing:
+            raise BackboneError(f"{self.name}: adapters {sorted(missing)} are not loaded by the server",
+                                kind="unknown_adapter", attempts=0)
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "kind": "llama-server"}
+
+    def lora_field(self, adapter: str | None) -> list[dict[str, Any]]:
+        out = []
+        for name, i in sorted(self.lora_ids.items(), key=lambda kv: kv[1]):
+            scale = float(self.adapters[name].get("scale", 1.0)) if name == adapter else 0.0
+            out.append({"id": i, "scale": scale})
+        return out
+
+    def request_body(self, messages: list[Message], sampling: dict[str, Any], n: int,
+                     adapter: str | None) -> dict[str, Any]:
+        body = super().request_body(messages, sampling, n, None)  # the model stays the base
+        if self.lora_ids:
+            body["lora"] = self.lora_field(adapter)
+        return body
+
+    async def completions_from(self, resp: dict[str, Any], choices: list[dict[str, Any]],
+                               sampling: dict[str, Any]) -> list[Completion]:
+        usage = resp.get("usage") or {}
+        prompt_tokens = int(usage.get("prompt_tokens") or 0)
+        first = int(usage.get("completion_tokens") or 0)
+        comps = [_completion(choices[0], prompt_tokens, first)]
+        for ch in choices[1:]:
+            comps.append(_completion(ch, 0, await self._count_tokens(ch, sampling)))
+        return comps
+
+    async def _count_tokens(self, ch: dict[str, Any], sampling: dict[str, Any]) -> int:
+        if ch.get("finish_reason") == "length" and sampling.get("max_tokens"):
+            return int(sampling["max_tokens"])
+        try:
+            r = await self._client.post(f"{self.server_url}/tokenize",
+                                        body={"content": ch["message"]["content"], "add_special": False},
+                                        cast_to=httpx.Response)
+            tokens = r.json().get("tokens")
+        except Exception as exc:  # noqa: BLE001 - the completion arrived but cannot be billed: an error
+            raise BackboneError(f"{self.name}: counting a choice's tokens failed: {exc}",
+                                kind=classify(exc)) from exc
+        return len(tokens or []) + (1 if ch.get("finish_reason") == "stop" else 0)
 
 
 class VLLMInProcessBackbone:
@@ -199,6 +400,7 @@ class VLLMInProcessBackbone:
 
         self.name, self.model, self.price, self.params = name, model, price, params
         self.max_concurrency = max_concurrency
+        self.adapters: dict[str, dict[str, Any]] = {}
         self._llm = LLM(model=model, **(engine_args or {}))
         self._lock = asyncio.Lock()
 
@@ -208,8 +410,15 @@ class VLLMInProcessBackbone:
     def cache_identity(self) -> dict[str, Any]:
         return {"model": self.model}
 
-    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int) -> BackboneResult:
+    def adapter_identity(self, name: str) -> dict[str, Any]:
+        check_adapter(self.name, self.adapters, name)
+        return self.adapters[name]
+
+    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int, *,
+                       adapter: str | None = None) -> BackboneResult:
         from vllm import SamplingParams
+
+        check_adapter(self.name, self.adapters, adapter)  # in-process LoRA: use a vLLM server or peft
 
         sp = SamplingParams(n=n, temperature=sampling.get("temperature") or 0.0,
                             top_p=sampling.get("top_p") or 1.0, max_tokens=sampling.get("max_tokens"),

@@ -3,15 +3,22 @@
 Kinds:
 - ``openai``: any OpenAI-compatible endpoint (OpenAI itself, a ``vllm serve`` URL, ...)
 - ``embedded``: the local default — a GGUF model from PyPI served by llama.cpp on 127.0.0.1
+  (``server.impl``: ``llama-server``, llama.cpp's C++ server with parallel slots and per-request LoRA,
+  or ``python``, llama-cpp-python's one-request-at-a-time server)
 - ``vllm-inprocess``: ``vllm.LLM`` in this process (GPU users)
+
+Any kind may carry ``adapters: {name: {path, scale}}`` (see :mod:`harness.adapters`): the embedded
+server loads GGUF LoRA files at start; an ``openai`` backbone pointed at ``vllm serve --enable-lora
+--lora-modules name=path`` selects one per request by sending ``model: <name>``.
 """
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from harness.backbone import (BackboneError, OpenAICompatibleBackbone, RetryPolicy, VLLMInProcessBackbone,
-                              api_key_from_env)
+from harness.adapters import adapter_identity, parse_adapters
+from harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy,
+                              VLLMInProcessBackbone, api_key_from_env)
 from harness.ledger import Price
 
 KINDS = ("openai", "embedded", "vllm-inprocess")
@@ -26,16 +33,22 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
     common = dict(name=name, price=price, params=cfg.get("params"),
                   max_concurrency=int(cfg.get("max_concurrency", 4)))
     if kind == "openai":
+        # vLLM serves each --lora-modules entry under its name: the adapter is chosen by `model`
+        adapters = {n: adapter_identity(a) for n, a in parse_adapters(cfg.get("adapters"), name).items()}
         return OpenAICompatibleBackbone(model=cfg["model"], base_url=cfg.get("base_url"),
                                         api_key=api_key_from_env(cfg.get("api_key_env"), name),
                                         supports_n=bool(cfg.get("supports_n", True)),
                                         retry=RetryPolicy(**(cfg.get("retry") or {})), seed=seed,
-                                        extra_identity={"base_url": cfg.get("base_url")}, **common)
+                                        extra_identity={"base_url": cfg.get("base_url")}, adapters=adapters,
+                                        **common)
     if kind == "embedded":
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.local_server.ServerPool)")
         return await _embedded(cfg, run_dir, seed, common, servers)
     if kind == "vllm-inprocess":
+        if cfg.get("adapters"):
+            raise BackboneError(f"backbone '{name}': adapters are served by a vLLM server (kind: openai, "
+                                "`vllm serve --enable-lora`), not in-process", kind="config", attempts=0)
         return VLLMInProcessBackbone(model=cfg["model"], engine_args=cfg.get("engine_args"), **common)
     raise BackboneError(f"backbone '{name}': kind={kind!r} is not one of {KINDS}; fix configs/backbone/{name}.yaml")
 
@@ -45,15 +58,50 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
     import asyncio
 
     from harness.gguf_model import ModelSpec, model_identity, resolve_gguf
-
+    name = cfg["name"]
     spec = ModelSpec.from_config(cfg, name=cfg["model"])
     path = await asyncio.to_thread(resolve_gguf, spec)
     server_cfg = dict(cfg.get("server") or {})
+    impl = server_cfg.get("impl", "llama-server")
+    parallel = int(server_cfg.get("parallel", 1))
+    specs = parse_adapters(cfg.get("adapters"), name)
+    if specs and impl != "llama-server":
+        raise BackboneError(f"backbone '{name}': adapters need server.impl=llama-server (per-request LoRA)",
+                            kind="config", attempts=0)
+    lora = [a.path for a in specs.values()]
     base_url = await servers.aget_or_start(path, log_path=run_dir / "server.log", model_alias=cfg["model"],
-                                           **server_cfg)
+                                           **({**server_cfg, "lora": lora} if lora else server_cfg))
     identity = model_identity(spec, path)
-    return OpenAICompatibleBackbone(model=cfg["model"], base_url=f"{base_url}/v1", api_key="local",
-                                    supports_n=False, retry=RetryPolicy(**(cfg.get("retry") or {})), seed=seed,
-                                    extra_identity={"gguf": identity},
-                                    cache_identity={"gguf_sha256": identity.get("sha256")},
-                                    **common)
+    retry = RetryPolicy(**(cfg.get("retry") or {}))
+    if impl == "python":
+        # llama-cpp-python's server: one request at a time, n > 1 ignored (samples are separate requests).
+        # Its cache identity is the one used before llama-server existed, so old caches stay valid.
+        return OpenAICompatibleBackbone(model=cfg["model"], base_url=f"{base_url}/v1", api_key="local",
+                                        supports_n=False, retry=retry, seed=seed,
+                                        extra_identity={"gguf": identity, "server": {"impl": "python"}},
+                                        cache_identity={"gguf_sha256": identity.get("sha256")}, **common)
+    adapters = {n: adapter_identity(a, served_base_sha256=identity.get("sha256")) for n, a in specs.items()}
+    lora_ids = await asyncio.to_thread(_match_lora_ids, base_url, specs, name) if specs else {}
+    server_id = {"impl": "llama-server", "parallel": parallel}
+    return LlamaServerBackbone(model=cfg["model"], base_url=f"{base_url}/v1", server_url=base_url, api_key="local",
+                               supports_n=bool(cfg.get("supports_n", True)), max_n=parallel, retry=retry, seed=seed,
+                               extra_identity={"gguf": identity, "server": server_id},
+                               # batched decoding is not bitwise reproducible: parallel is part of the key
+                               cache_identity={"gguf_sha256": identity.get("sha256"), "server": server_id},
+                               adapters=adapters, lora_ids=lora_ids, **common)
+
+
+def _match_lora_ids(base_url: str, specs: dict[str, Any], name: str) -> dict[str, int]:
+    """Adapter name -> the server's id, checked against ``GET /lora-adapters`` (by resolved path)."""
+    from harness.local_server import lora_adapters
+
+    loaded = lora_adapters(base_url)
+    by_path = {str(Path(a.get("path", "")).resolve()): int(a["id"]) for a in loaded}
+    ids = {}
+    for n, a in specs.items():
+        if a.path not in by_path:
+            raise BackboneError(f"backbone '{name}': adapter {n!r} ({a.path}) is not loaded by the server at "
+                                f"{base_url} (it has {[x.get('path') for x in loaded]})",
+                                kind="unknown_adapter", attempts=0)
+        ids[n] = by_path[a.path]
+    return ids

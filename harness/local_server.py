@@ -1,8 +1,24 @@
-"""Run llama-cpp-python's OpenAI-compatible server on 127.0.0.1 as a child process.
+"""Run the embedded model's OpenAI-compatible server on 127.0.0.1 as a child process.
 
 The embedded backbone talks to this server exactly as it would to a remote
 OpenAI-compatible endpoint (``f"{base_url}/v1"``), so local and remote runs go
-through the same client code.
+through the same client code. Two implementations (``impl``):
+
+* ``llama-server`` (default): llama.cpp's own C++ server, built from the pinned
+  sdist by :mod:`harness.llama_build`. Parallel slots (``--parallel``, continuous
+  batching: several requests decode in one batch), ``n > 1`` per request, and
+  GGUF LoRA adapters loaded at start (``--lora``) and chosen per request. Batched
+  decoding is not bitwise reproducible, hence ``parallel`` is part of the key and
+  of the backbone's cache identity (``parallel: 1`` for bitwise-deterministic runs).
+  Adapters: this llama.cpp applies every loaded adapter at scale 1.0 to a request
+  without a ``lora`` field (``--lora-init-without-apply`` has no effect), so after
+  start every adapter's global scale is set to 0 (``POST /lora-adapters``) and
+  checked; the backbone also sends the full ``lora`` list on every request.
+* ``python``: llama-cpp-python's server (one request at a time), kept for the
+  bench comparison and for machines where the binary cannot be built.
+
+Threads: ``n_threads: auto`` (the default) is chosen at start for the cores that
+are actually free, see :func:`choose_threads`.
 
 Facts about ``llama_cpp.server`` (0.3.36) this module relies on:
 
@@ -50,9 +66,11 @@ __all__ = [
     "ServerPool",
     "aget_or_start",
     "build_command",
+    "choose_threads",
     "default_pool",
     "external_url",
     "get_or_start",
+    "lora_adapters",
     "served_models",
     "stop_all",
 ]
@@ -60,7 +78,9 @@ __all__ = [
 LOCAL_URL_ENV = "AGENTIC_REPRO_LOCAL_URL"
 HOST = "127.0.0.1"
 DEFAULT_STARTUP_TIMEOUT = 180.0
-MISSING_EXTRA = "the embedded backbone needs the `local` extra: run `make install-local`"
+MISSING_EXTRA = ("server.impl=python needs llama-cpp-python's server: run `make install-python-server` "
+                 "(or use the default server.impl=llama-server)")
+IMPLS = ("llama-server", "python")
 
 # Setting names of llama_cpp.server 0.3.36 (ModelSettings + ServerSettings), used
 # when the installed package cannot be introspected; plus the two variables its
@@ -88,6 +108,71 @@ class LocalServerError(RuntimeError):
 def _require_llama_cpp() -> None:
     if importlib.util.find_spec("llama_cpp") is None:
         raise LocalServerError(MISSING_EXTRA)
+
+
+def _require_impl(key: ServerKey) -> None:
+    """The server implementation is installed (the binary is built / the Python package is present)."""
+    if key.impl == "python":
+        _require_llama_cpp()
+        return
+    from harness.llama_build import MISSING_HINT, find_binary
+
+    if find_binary() is None:
+        raise LocalServerError(MISSING_HINT)
+
+
+def choose_threads(requested: int | str | None = "auto", *, cores: int | None = None,
+                   load: float | None = None) -> int:
+    """llama.cpp threads for the cores actually free.
+
+    Measured on this project's 2-core machine: with 2 threads llama.cpp collapses to 1-2 tok/s as soon
+    as another process uses a core (its threads wait for each other at every layer), while 1 thread
+    keeps 24-29 tok/s under the same load. Rule: ``auto`` = the cores this process may use, minus the
+    1-minute load average (rounded up), minus one core left for the harness itself; at least 1.
+    So 1 thread on 2 cores, 15 on an idle 16-core machine, 11 when 4 cores are busy.
+    An integer is used as given.
+    """
+    if requested not in (None, "auto"):
+        return max(1, int(requested))  # type: ignore[arg-type]
+    if cores is None:
+        try:
+            cores = len(os.sched_getaffinity(0))
+        except (AttributeError, OSError):
+            cores = os.cpu_count() or 1
+    if load is None:
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = 0.0
+    import math
+
+    return max(1, cores - 1 - max(0, math.ceil(load - 0.25)))  # 0.25: a blip of load is not a busy core
+
+
+def lora_adapters(base_url: str, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """``GET {base_url}/lora-adapters`` of a llama-server: ``[{"id", "path", "scale"}, ...]``."""
+    with urllib.request.urlopen(f"{_normalise_url(base_url)}/lora-adapters", timeout=timeout) as r:
+        body = json.loads(r.read().decode())
+    return list(body) if isinstance(body, list) else []
+
+
+def _set_lora_scales(base_url: str, scales: list[dict[str, Any]], timeout: float = 10.0) -> None:
+    req = urllib.request.Request(f"{_normalise_url(base_url)}/lora-adapters", data=json.dumps(scales).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        r.read()
+
+
+def zero_lora_defaults(base_url: str, expected_paths: Sequence[str]) -> list[dict[str, Any]]:
+    """Set every loaded adapter's server-wide scale to 0 and check it took (and that all are loaded)."""
+    loaded = lora_adapters(base_url)
+    if len(loaded) != len(expected_paths):
+        raise LocalServerError(f"{base_url} loaded {len(loaded)} LoRA adapters, expected {len(expected_paths)}")
+    _set_lora_scales(base_url, [{"id": a["id"], "scale": 0.0} for a in loaded])
+    after = lora_adapters(base_url)
+    if any(float(a.get("scale", 1.0)) != 0.0 for a in after):
+        raise LocalServerError(f"{base_url}: could not set the adapters' default scale to 0: {after}")
+    return after
 
 
 def _free_port(host: str = HOST) -> int:
@@ -147,43 +232,75 @@ def _server_setting_names() -> frozenset[str]:
 
 
 def _child_env() -> dict[str, str]:
+    """The parent's environment without the names either server reads as settings
+    (llama_cpp.server's pydantic settings, llama-server's ``LLAMA_ARG_*``)."""
     names = _server_setting_names()
-    return {k: v for k, v in os.environ.items() if k.lower() not in names}
+    return {k: v for k, v in os.environ.items()
+            if k.lower() not in names and not k.upper().startswith("LLAMA_ARG_")}
 
 
 @dataclass(frozen=True)
 class ServerKey:
-    """What makes two servers interchangeable."""
+    """What makes two servers interchangeable.
+
+    ``n_ctx`` is the context one request may use (llama-server gets ``n_ctx x parallel`` in all, one
+    ``n_ctx`` per slot); ``n_threads`` may be ``"auto"`` (chosen at start); ``lora`` the adapter files
+    loaded at start, in id order.
+    """
 
     model_path: str
     n_ctx: int
-    n_threads: int
+    n_threads: int | str
     chat_format: str | None
     model_alias: str
     extra_args: tuple[str, ...]
+    impl: str = "llama-server"
+    parallel: int = 1
+    lora: tuple[str, ...] = ()
+    cache_ram_mib: int = 0
 
 
 def _make_key(
     model_path: str | os.PathLike[str],
     n_ctx: int,
-    n_threads: int | None,
+    n_threads: int | str | None,
     chat_format: str | None,
     model_alias: str | None,
     extra_args: Sequence[str] | None,
+    *,
+    impl: str = "llama-server",
+    parallel: int = 1,
+    lora: Sequence[str | os.PathLike[str]] | None = None,
+    cache_ram_mib: int = 0,
 ) -> ServerKey:
     p = Path(model_path).expanduser().resolve()
+    if impl not in IMPLS:
+        raise LocalServerError(f"server.impl={impl!r} is not one of {IMPLS}")
+    if int(parallel) < 1:
+        raise LocalServerError(f"server.parallel must be >= 1, got {parallel}")
+    if impl == "python" and (int(parallel) != 1 or lora):
+        raise LocalServerError("server.impl=python serves one request at a time without per-request LoRA: "
+                               "use server.impl=llama-server for parallel > 1 or adapters")
+    threads: int | str = "auto" if n_threads in (None, "auto") else int(n_threads)  # type: ignore[arg-type]
     return ServerKey(
         model_path=str(p),
         n_ctx=int(n_ctx),
-        n_threads=int(n_threads or os.cpu_count() or 1),
+        n_threads=threads,
         chat_format=chat_format or None,
         model_alias=model_alias or p.name,
         extra_args=tuple(str(a) for a in (extra_args or ())),
+        impl=impl,
+        parallel=int(parallel),
+        lora=tuple(str(Path(x).expanduser().resolve()) for x in (lora or ())),
+        cache_ram_mib=int(cache_ram_mib),
     )
 
 
-def build_command(key: ServerKey, port: int, host: str = HOST) -> list[str]:
+def build_command(key: ServerKey, port: int, host: str = HOST, n_threads: int | None = None) -> list[str]:
     """The exact server command line (recorded in the log and in ``LocalServer.command``)."""
+    threads = n_threads if n_threads is not None else choose_threads(key.n_threads)
+    if key.impl == "llama-server":
+        return _llama_server_command(key, port, host, threads)
     cmd = [
         sys.executable, "-m", "llama_cpp.server",
         "--model", key.model_path,
@@ -192,11 +309,37 @@ def build_command(key: ServerKey, port: int, host: str = HOST) -> list[str]:
         "--port", str(port),
         "--interrupt_requests", "False",
         "--n_ctx", str(key.n_ctx),
-        "--n_threads", str(key.n_threads),
-        "--n_threads_batch", str(key.n_threads),
+        "--n_threads", str(threads),
+        "--n_threads_batch", str(threads),
     ]
     if key.chat_format:
         cmd += ["--chat_format", key.chat_format]
+    cmd += list(key.extra_args)
+    return cmd
+
+
+def _llama_server_command(key: ServerKey, port: int, host: str, threads: int) -> list[str]:
+    from harness.llama_build import MISSING_HINT, find_binary
+
+    binary = find_binary()
+    cmd = [
+        str(binary) if binary else MISSING_HINT,
+        "--model", key.model_path,
+        "--alias", key.model_alias,
+        "--host", host,
+        "--port", str(port),
+        "--ctx-size", str(key.n_ctx * key.parallel),  # one n_ctx per slot
+        "--parallel", str(key.parallel),
+        "--no-kv-unified",
+        "--threads", str(threads),
+        "--threads-batch", str(threads),
+        "--cache-ram", str(key.cache_ram_mib),
+        "--no-webui",
+    ]
+    for path in key.lora:
+        cmd += ["--lora", path]
+    if key.chat_format:
+        cmd += ["--chat-template", key.chat_format]
     cmd += list(key.extra_args)
     return cmd
 
@@ -243,6 +386,8 @@ class LocalServer:
         self.log_path: Path | None = None
         self.command: list[str] | None = None
         self.startup_seconds: float | None = None
+        self.n_threads: int | None = None
+        self.lora: list[dict[str, Any]] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._log_fh: Any = None
 
@@ -264,6 +409,11 @@ class LocalServer:
             "log_path": str(self.log_path) if self.log_path else None,
             "startup_seconds": self.startup_seconds,
             "external": False,
+            "impl": self.key.impl if self.key else None,
+            "parallel": self.key.parallel if self.key else None,
+            "n_threads": self.n_threads,
+            "lora": self.lora,
+            **({"build": _build_info()} if self.key and self.key.impl == "llama-server" else {}),
         }
 
     # -- lifecycle
@@ -278,8 +428,12 @@ class LocalServer:
         model_alias: str | None = None,
         extra_args: Sequence[str] | None = None,
         startup_timeout: float | None = None,
+        impl: str = "llama-server",
+        parallel: int = 1,
+        lora: Sequence[str | os.PathLike[str]] | None = None,
+        cache_ram_mib: int = 0,
     ) -> str:
-        """Start the server and block until ``GET /v1/models`` answers; return the base URL.
+        """Start the server and block until it answers; return the base URL.
 
         ``base_url`` has no ``/v1`` suffix. ``model_alias`` (default: the file
         name) is the id the server lists and accepts as ``model``. Raises
@@ -289,8 +443,9 @@ class LocalServer:
         """
         if self.running:
             raise LocalServerError(f"server already running at {self.base_url}")
-        _require_llama_cpp()
-        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args)
+        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args,
+                        impl=impl, parallel=parallel, lora=lora, cache_ram_mib=cache_ram_mib)
+        _require_impl(key)
         if not Path(key.model_path).is_file():
             raise LocalServerError(f"model file not found: {key.model_path}")
         return self._start_key(key, log_path, startup_timeout)
@@ -318,14 +473,18 @@ class LocalServer:
     def _spawn_and_wait(self, key: ServerKey, timeout: float) -> str:
         assert self.log_path is not None
         port = _free_port(self.host)
-        cmd = build_command(key, port, self.host)
+        self.n_threads = choose_threads(key.n_threads)
+        cmd = build_command(key, port, self.host, n_threads=self.n_threads)
         log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept open for the child
         log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {shlex.join(cmd)}\n".encode())
         log_offset = log.tell()
         t0 = time.monotonic()
         try:
             # Launched through harness.parent_watch so the server exits if this process is killed.
-            watched = [sys.executable, "-m", "harness.parent_watch", str(os.getpid()), *cmd[1:]]
+            if cmd[0] == sys.executable:
+                watched = [sys.executable, "-m", "harness.parent_watch", str(os.getpid()), *cmd[1:]]
+            else:  # a binary (llama-server): the watcher runs it as its child
+                watched = [sys.executable, "-m", "harness.parent_watch", str(os.getpid()), "--exec", *cmd]
             proc = subprocess.Popen(
                 watched, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=_child_env(), start_new_session=True, close_fds=True,
@@ -340,6 +499,8 @@ class LocalServer:
             _live.add(self)
         try:
             self._wait_ready(timeout, log_offset)
+            if key.lora:
+                self.lora = zero_lora_defaults(self.base_url, key.lora)
         except BaseException:
             self.stop()
             raise
@@ -358,21 +519,28 @@ class LocalServer:
                 if "address already in use" in new_output.lower():
                     raise _PortTaken(f"port {self.port} was taken; log: {self.log_path}")
                 raise LocalServerError(
-                    f"llama_cpp.server exited with code {rc} during startup; "
+                    f"{self._impl_name()} exited with code {rc} during startup; "
                     f"log: {self.log_path}\n--- last lines ---\n{tail}"
                 )
             try:
+                if self.key is not None and self.key.impl == "llama-server":
+                    # /v1/models answers while the model is still loading; /health only once it is ready
+                    with urllib.request.urlopen(f"{self.base_url}/health", timeout=2.0) as r:
+                        r.read()
                 served_models(self.base_url, timeout=2.0)
                 return
             except (urllib.error.URLError, ConnectionError, OSError, ValueError):
                 pass
             if time.monotonic() >= deadline:
                 raise LocalServerError(
-                    f"llama_cpp.server not ready after {timeout:.0f}s at {self.base_url}; "
+                    f"{self._impl_name()} not ready after {timeout:.0f}s at {self.base_url}; "
                     f"log: {self.log_path}\n--- last lines ---\n{_tail(self.log_path)}"
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 1.0)
+
+    def _impl_name(self) -> str:
+        return "llama-server" if self.key is not None and self.key.impl == "llama-server" else "llama_cpp.server"
 
     def _log_since(self, offset: int) -> str:
         try:
@@ -422,6 +590,15 @@ class _PortTaken(Exception):
     pass
 
 
+def _build_info() -> dict[str, Any]:
+    from harness.llama_build import build_info, find_binary
+
+    b = find_binary()
+    info = build_info(b) if b else {}
+    return {"binary": str(b) if b else None, "sdist_sha256": info.get("sdist_sha256"),
+            "binary_sha256": info.get("binary_sha256"), "flags": info.get("flags")}
+
+
 # --------------------------------------------------------------------------- pool
 
 
@@ -458,6 +635,10 @@ class ServerPool:
         model_alias: str | None = None,
         extra_args: Sequence[str] | None = None,
         startup_timeout: float | None = None,
+        impl: str = "llama-server",
+        parallel: int = 1,
+        lora: Sequence[str | os.PathLike[str]] | None = None,
+        cache_ram_mib: int = 0,
     ) -> str:
         """Base URL (no ``/v1``) of a ready server for this model and settings.
 
@@ -465,7 +646,8 @@ class ServerPool:
         URL is configured, it must answer ``/v1/models`` and list the model (by
         alias, path or file name), else :class:`LocalServerError`.
         """
-        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args)
+        key = _make_key(model_path, n_ctx, n_threads, chat_format, model_alias, extra_args,
+                        impl=impl, parallel=parallel, lora=lora, cache_ram_mib=cache_ram_mib)
         ext = self._external_url()
         if ext:
             self._check_external(ext, key)
@@ -474,7 +656,7 @@ class ServerPool:
             srv = self._servers.get(key)
             if srv is not None and srv.running:
                 return srv.base_url  # type: ignore[return-value]
-            _require_llama_cpp()
+            _require_impl(key)
             if not Path(key.model_path).is_file():
                 raise LocalServerError(f"model file not found: {key.model_path}")
             srv = LocalServer(startup_timeout=self.startup_timeout)

@@ -1,8 +1,9 @@
 """Tests for harness.local_server.
 
 Fast tests replace the llama.cpp server by a tiny stdlib HTTP server (or a
-process that dies / hangs). Slow tests start the real llama-cpp-python server
-on the default 0.5B model, or use ``AGENTIC_REPRO_LOCAL_URL`` if it is set.
+process that dies / hangs). Slow tests start the real server (llama-server by
+default, llama-cpp-python's with impl=python) on the default 0.5B model, or use
+``AGENTIC_REPRO_LOCAL_URL`` if it is set.
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ FAKE_SERVER = textwrap.dedent(
     class H(BaseHTTPRequestHandler):
         def do_GET(self):
             body = json.dumps({"object": "list", "data": [{"id": alias}]}).encode()
-            self.send_response(200 if self.path == "/v1/models" else 404)
+            self.send_response(200 if self.path in ("/v1/models", "/health") else 404)
             self.send_header("Content-Type", "application/json")
             self.end_headers()
             self.wfile.write(body)
@@ -54,9 +55,9 @@ def fake_cmd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
         f.write_text(script)
         monkeypatch.setattr(
             ls, "build_command",
-            lambda key, port, host=ls.HOST: [sys.executable, str(f), str(port), key.model_alias],
+            lambda key, port, host=ls.HOST, n_threads=None: [sys.executable, str(f), str(port), key.model_alias],
         )
-        monkeypatch.setattr(ls, "_require_llama_cpp", lambda: None)
+        monkeypatch.setattr(ls, "_require_impl", lambda key: None)
 
     return use
 
@@ -77,7 +78,7 @@ def _alive(pid: int) -> bool:
 
 
 def test_command_line_has_required_flags(model_file: Path) -> None:
-    key = ls._make_key(model_file, 4096, 2, None, "alias-x", ["--n_batch", "256"])
+    key = ls._make_key(model_file, 4096, 2, None, "alias-x", ["--n_batch", "256"], impl="python")
     cmd = ls.build_command(key, 12345)
     assert cmd[:3] == [sys.executable, "-m", "llama_cpp.server"]
     joined = " ".join(cmd)
@@ -86,17 +87,60 @@ def test_command_line_has_required_flags(model_file: Path) -> None:
     assert "--n_ctx 4096" in joined and "--n_threads 2" in joined
     assert f"--model {model_file.resolve()}" in joined and "--model_alias alias-x" in joined
     assert cmd[-2:] == ["--n_batch", "256"] and "--chat_format" not in cmd
-    key2 = ls._make_key(model_file, 4096, None, "chatml", None, None)
-    assert key2.model_alias == "m.gguf" and key2.n_threads == (os.cpu_count() or 1)
+    key2 = ls._make_key(model_file, 4096, None, "chatml", None, None, impl="python")
+    assert key2.model_alias == "m.gguf" and key2.n_threads == "auto"
     assert ls.build_command(key2, 1)[-2:] == ["--chat_format", "chatml"]
+    assert ls.build_command(key2, 1, n_threads=3)[ls.build_command(key2, 1, n_threads=3).index("--n_threads") + 1] == "3"
+
+
+def test_llama_server_command_line(model_file: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_bin = tmp_path / "llama-server"
+    fake_bin.write_text("#!/bin/sh\n")
+    fake_bin.chmod(0o755)
+    monkeypatch.setenv("AGENTIC_REPRO_LLAMA_SERVER", str(fake_bin))
+    a, b = tmp_path / "a.gguf", tmp_path / "b.gguf"
+    key = ls._make_key(model_file, 4096, 1, None, "alias-x", ["--seed", "1"], parallel=3, lora=[a, b])
+    cmd = ls.build_command(key, 12345)
+    joined = " ".join(cmd)
+    assert cmd[0] == str(fake_bin)
+    assert "--ctx-size 12288" in joined and "--parallel 3" in joined  # n_ctx per slot
+    assert "--threads 1" in joined and "--threads-batch 1" in joined and "--no-webui" in joined
+    assert f"--lora {a} --lora {b}" in joined and cmd[-2:] == ["--seed", "1"]
+    assert "--alias alias-x" in joined and "--host 127.0.0.1" in joined and "--port 12345" in joined
+    # parallel and adapters are part of what makes two servers interchangeable
+    assert ls._make_key(model_file, 4096, 1, None, "alias-x", None, parallel=1) != \
+        ls._make_key(model_file, 4096, 1, None, "alias-x", None, parallel=2)
+    with pytest.raises(LocalServerError, match="impl=python"):
+        ls._make_key(model_file, 4096, 1, None, None, None, impl="python", parallel=2)
+    with pytest.raises(LocalServerError, match="not one of"):
+        ls._make_key(model_file, 4096, 1, None, None, None, impl="vllm")
+
+
+def test_threads_rule_leaves_busy_cores_alone() -> None:
+    assert ls.choose_threads("auto", cores=2, load=0.0) == 1  # one core for the harness itself
+    assert ls.choose_threads("auto", cores=2, load=1.9) == 1
+    assert ls.choose_threads("auto", cores=16, load=0.1) == 15
+    assert ls.choose_threads("auto", cores=16, load=4.0) == 11
+    assert ls.choose_threads(None, cores=1, load=3.0) == 1
+    assert ls.choose_threads(6, cores=2, load=5.0) == 6  # an explicit number is used as given
+
+
+def test_missing_llama_server_binary_is_explained(model_file: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ls.LOCAL_URL_ENV, raising=False)
+    monkeypatch.setenv("AGENTIC_REPRO_LLAMA_SERVER", str(tmp_path / "absent"))
+    with pytest.raises(LocalServerError, match="make install-server"):
+        LocalServer().start(model_file)
+    with pytest.raises(LocalServerError, match="make install-server"):
+        ServerPool().get_or_start(model_file)
 
 
 def test_child_env_drops_server_setting_names(monkeypatch: pytest.MonkeyPatch) -> None:
-    for k in ("PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE"):
+    for k in ("PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE", "LLAMA_ARG_N_PARALLEL"):
         monkeypatch.setenv(k, "1")
     monkeypatch.setenv("AGENTIC_REPRO_KEEP", "yes")
     env = ls._child_env()
-    assert not {"PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE"} & set(env)
+    assert not {"PORT", "HOST", "N_GPU_LAYERS", "api_key", "SEED", "CONFIG_FILE", "LLAMA_ARG_N_PARALLEL"} & set(env)
     assert env["AGENTIC_REPRO_KEEP"] == "yes" and "PATH" in env
 
 
@@ -110,10 +154,10 @@ def test_external_url_normalised(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_missing_llama_cpp_is_explained(model_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ls.LOCAL_URL_ENV, raising=False)
     monkeypatch.setattr(ls.importlib.util, "find_spec", lambda name: None)
-    with pytest.raises(LocalServerError, match="make install-local"):
-        LocalServer().start(model_file)
-    with pytest.raises(LocalServerError, match="`local` extra"):
-        ServerPool().get_or_start(model_file)
+    with pytest.raises(LocalServerError, match="make install-python-server"):
+        LocalServer().start(model_file, impl="python")
+    with pytest.raises(LocalServerError, match="make install-python-server"):
+        ServerPool().get_or_start(model_file, impl="python")
 
 
 def test_early_exit_reports_log(fake_cmd, model_file: Path, tmp_path: Path) -> None:

@@ -40,3 +40,31 @@ def test_child_exits_when_its_parent_is_killed():
     if not gone:
         os.kill(child, signal.SIGKILL)
     assert gone, "the watched child outlived its parent"
+
+
+PARENT_EXEC = """
+import subprocess, sys, os, time
+w = subprocess.Popen([sys.executable, "-m", "harness.parent_watch", str(os.getpid()), "--exec", "sleep", "60"],
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+time.sleep(1.0)
+kids = open(f"/proc/{w.pid}/task/{w.pid}/children").read().split()
+print(w.pid, kids[0], flush=True)
+time.sleep(60)
+"""
+
+
+def test_exec_binary_exits_when_its_parent_is_killed():
+    """llama-server is a binary: the watcher runs it as a child and kills it when the harness dies."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_EXEC], stdout=subprocess.PIPE, text=True)
+    watcher, binary = map(int, parent.stdout.readline().split())
+    assert _alive(watcher) and _alive(binary)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and (_alive(binary) or _alive(watcher)):
+        time.sleep(0.2)
+    gone = not _alive(binary) and not _alive(watcher)
+    for pid in (binary, watcher):
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    assert gone, "the watched binary outlived its parent"

@@ -1,0 +1,159 @@
+"""LoRA adapters as backbones: config parsing, identity, and grouping calls by adapter.
+
+A backbone config may carry ``adapters: {<name>: {path: <gguf file | peft dir>, scale: 1.0}}``; a call
+chooses one by name (``adapter=`` reaches ``Backbone.complete``; None = the base model). What answered
+a call must be recorded, so each adapter has an identity: the sha256 of its bytes, the base model it was
+trained on and the hash of its training data when its metadata or a sidecar says so.
+
+Serving facts that shape the API (llama.cpp ``llama-server``, measured on this project's machine):
+switching a slot's adapter discards its prompt cache, and requests on different adapters are never
+batched together, so :func:`gather_by_adapter` runs calls adapter by adapter.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["AdapterSpec", "adapter_identity", "gather_by_adapter", "group_by_adapter", "parse_adapters",
+           "path_sha256"]
+
+T = TypeVar("T")
+
+#: Sidecar names searched beside a GGUF adapter (``<file>.json``) or inside a peft directory.
+SIDECARS = ("provenance.json", "agentic_repro.json", "training.json")
+_DATA_KEYS = ("training_data_sha256", "data_sha256", "dataset_sha256")
+
+
+@dataclass(frozen=True)
+class AdapterSpec:
+    name: str
+    path: str
+    scale: float = 1.0
+
+
+def parse_adapters(cfg: Mapping[str, Any] | None, backbone_name: str = "backbone") -> dict[str, AdapterSpec]:
+    """``adapters:`` of a backbone config → specs (the path must exist; scale defaults to 1.0)."""
+    from harness.backbone import BackboneError
+
+    out: dict[str, AdapterSpec] = {}
+    for name, entry in (cfg or {}).items():
+        if isinstance(entry, str):
+            entry = {"path": entry}
+        if not isinstance(entry, Mapping) or not entry.get("path"):
+            raise BackboneError(f"backbone '{backbone_name}': adapters.{name} needs a `path`", kind="config", attempts=0)
+        p = Path(str(entry["path"])).expanduser()
+        if not p.exists():
+            raise BackboneError(f"backbone '{backbone_name}': adapters.{name}.path {p} does not exist",
+                                kind="config", attempts=0)
+        unknown = set(entry) - {"path", "scale"}
+        if unknown:
+            raise BackboneError(f"backbone '{backbone_name}': adapters.{name} has unknown keys {sorted(unknown)} "
+                                "(allowed: path, scale)", kind="config", attempts=0)
+        out[str(name)] = AdapterSpec(str(name), str(p.resolve()), float(entry.get("scale", 1.0)))
+    return out
+
+
+def path_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a file, or of a directory as sorted (relative path, file sha256) pairs."""
+    from harness.gguf_model import default_cache_dir, file_sha256
+
+    p = Path(path)
+    cache = default_cache_dir()  # sidecars go to the cache, never into the adapter's own folder
+    if p.is_file():
+        return file_sha256(p, cache_dir=cache)
+    h = hashlib.sha256()
+    for f in sorted(q for q in p.rglob("*") if q.is_file()):
+        h.update(f.relative_to(p).as_posix().encode() + b"\0" + file_sha256(f, cache_dir=cache).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _sidecar(p: Path) -> dict[str, Any]:
+    candidates = [p / n for n in SIDECARS] if p.is_dir() else \
+        [p.with_name(p.name + ".json"), p.with_suffix(".json"), *(p.parent / n for n in SIDECARS)]
+    for c in candidates:
+        if c.is_file():
+            try:
+                data = json.loads(c.read_text())
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data
+    return {}
+
+
+def _gguf_kv(p: Path) -> dict[str, Any]:
+    from harness.gguf_model import GGUFError, read_gguf_metadata
+
+    try:
+        return read_gguf_metadata(p)["kv"]
+    except (GGUFError, OSError):
+        return {}
+
+
+def adapter_identity(spec: AdapterSpec, *, served_base_sha256: str | None = None) -> dict[str, Any]:
+    """``{"name", "sha256", "base_model", "training_data_sha256", "path", "scale", "format", ...}``.
+
+    ``base_model`` comes from the adapter's own metadata (peft ``adapter_config.json``'s
+    ``base_model_name_or_path``, a sidecar's ``base_model``, or the GGUF's ``general.base_model.0.name``);
+    ``training_data_sha256`` from a sidecar (``provenance.json`` etc., keys ``training_data_sha256`` /
+    ``data_sha256``) or the GGUF key ``training.data_sha256``; None when not recorded.
+    """
+    p = Path(spec.path)
+    side = _sidecar(p)
+    base, data, fmt, extra = side.get("base_model"), None, "peft" if p.is_dir() else "gguf", {}
+    for k in _DATA_KEYS:
+        if side.get(k):
+            data = str(side[k])
+            break
+    if p.is_dir():
+        with_cfg = p / "adapter_config.json"
+        if with_cfg.is_file():
+            try:
+                acfg = json.loads(with_cfg.read_text())
+                base = base or acfg.get("base_model_name_or_path")
+                extra = {"r": acfg.get("r"), "lora_alpha": acfg.get("lora_alpha")}
+            except ValueError:
+                pass
+    else:
+        kv = _gguf_kv(p)
+        base = base or kv.get("general.base_model.0.name") or kv.get("general.base_model.0.repo_url")
+        data = data or kv.get("training.data_sha256")
+        if kv.get("adapter.lora.alpha") is not None:
+            extra = {"lora_alpha": kv.get("adapter.lora.alpha"), "adapter_type": kv.get("adapter.type")}
+    out = {"name": spec.name, "sha256": path_sha256(p), "base_model": base, "training_data_sha256": data,
+           "path": str(p), "scale": spec.scale, "format": fmt, **{k: v for k, v in extra.items() if v is not None}}
+    if served_base_sha256:
+        out["served_base_sha256"] = served_base_sha256
+    if side.get("run_ids") or side.get("provenance"):
+        out["provenance"] = side.get("provenance") or {"run_ids": side.get("run_ids")}
+    return out
+
+
+def group_by_adapter(items: Iterable[T], adapter_of: Callable[[T], str | None]) -> list[tuple[str | None, list[T]]]:
+    """Items grouped by adapter, groups in first-appearance order, order kept within a group."""
+    groups: dict[str | None, list[T]] = {}
+    for it in items:
+        groups.setdefault(adapter_of(it), []).append(it)
+    return list(groups.items())
+
+
+async def gather_by_adapter(calls: Iterable[tuple[str | None, Callable[[], Awaitable[T]]]]) -> list[T]:
+    """Run ``(adapter, make_call)`` pairs one adapter at a time, concurrently within an adapter.
+
+    Results come back in the input order. Use it where a method's calls do not depend on each other
+    (e.g. three experts answering the same question): the server never mixes adapters in one batch and
+    each slot keeps its prompt cache, instead of paying an adapter switch (a prompt re-read) per call.
+    """
+    indexed = list(enumerate(calls))
+    results: dict[int, T] = {}
+    for _adapter, group in group_by_adapter(indexed, lambda ic: ic[1][0]):
+        outs = await asyncio.gather(*(make() for _, (_, make) in group))
+        for (i, _), out in zip(group, outs):
+            results[i] = out
+    return [results[i] for i in range(len(indexed))]
