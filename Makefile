@@ -13,11 +13,15 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # llama.cpp without OpenMP: the default OpenMP build is 2-3x slower and erratic on 2 cores under
 # concurrent requests. A portable AVX2 build, not -march=native: a native build picks up AMX, which
 # this VM's CPU advertises but faults on ("Illegal instruction" at the first completion).
-# pip's wheel cache makes every install after the first (~8-18 min) instant.
+# The embedded server is llama.cpp's own llama-server, built by harness/llama_build.py from the pinned
+# llama-cpp-python sdist with the same flags (its CMAKE_FLAGS) and cached under
+# ~/.cache/agentic-repro/llama-server/<sdist sha256 + flags>/ (~5 min on 2 idle cores, ~11-13 min loaded;
+# instant afterwards). LLAMA_CMAKE_ARGS is for the optional llama-cpp-python wheel (server.impl=python);
+# pip's wheel cache makes every install of it after the first (~8-18 min) instant.
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-local install-local-1.5b install-smollm install-embed install-train data test test-fast test-slow \
+.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train data test test-fast test-slow \
         reproduce-table1 bench clean-results
 
 help:
@@ -37,7 +41,11 @@ $(STAMP)/core: pyproject.toml | $(PY)
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/local: pyproject.toml | $(PY)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(PIP) install --quiet -e '.[local]'
+	$(PIP) install --quiet -e '.[local]'
+	@mkdir -p $(STAMP) && touch $@
+
+$(STAMP)/python-server: pyproject.toml | $(PY)
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(PIP) install --quiet -e '.[python-server]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/embed: pyproject.toml | $(PY)
@@ -49,7 +57,10 @@ $(STAMP)/train: pyproject.toml | $(PY)
 	@mkdir -p $(STAMP) && touch $@
 
 install: $(STAMP)/core
-install-local: install $(STAMP)/local
+install-server: install
+	nice -n 10 $(PY) -m harness.llama_build
+install-python-server: install $(STAMP)/python-server
+install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-train: install $(STAMP)/train
 install-local-1.5b: install-local
@@ -70,11 +81,12 @@ test-fast: install data
 test-slow: install-local install-embed install-train data
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
-bench: install-local install-embed data
+bench: install-local install-python-server install-embed data
 	$(PY) bench/overhead.py
 	$(PY) bench/replay.py
 	$(PY) bench/code_scoring.py
 	$(PY) bench/embedded.py
+	$(PY) bench/adapters_memory.py
 	$(PY) bench/denoiseflow_cost.py
 
 clean-results:
