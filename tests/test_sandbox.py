@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import sandbox
+from evaluators.sandbox import launch
 from evaluators.sandbox import ExecResult, Program, humaneval_program, mbpp_program, run_program, run_program_async
 
 DATA = Path(os.environ.get("AGENTIC_REPRO_DATA") or "data")
@@ -265,7 +265,7 @@ def test_files_land_in_a_temporary_directory_that_is_removed(tmp_path: Path) -> 
     assert res.passed, res
     cwd = res.stdout_tail.strip().splitlines()[0]
     assert "agentic-sandbox-" in cwd and not Path("marker.txt").exists()
-    sandbox._flush_trash()
+    launch._flush_trash()
     assert not Path(cwd).exists()
     if ROOT:  # as root the solution runs as nobody: it cannot write where root owns the directory
         assert not outside.exists()
@@ -354,7 +354,7 @@ def test_async_runs_concurrently_and_keep_the_loop_free() -> None:
 
 
 def test_direct_spawn_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sandbox, "USE_FORK_SERVER", False)
+    monkeypatch.setattr(launch, "USE_FORK_SERVER", False)
     assert run_program(he(GOOD)).passed
     assert not run_program(he("    return 0\nimport os\nos._exit(0)\n")).passed
     assert run_program(he("    while True:\n        pass\n"), timeout_s=1.0).status == "timeout"

@@ -14,7 +14,7 @@ from typing import Iterator
 
 import pytest
 
-from evaluators import sandbox
+from evaluators.sandbox import launch as sandbox
 from evaluators.sandbox import humaneval_program, run_program
 
 ROOT = os.geteuid() == 0

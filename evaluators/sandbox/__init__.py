@@ -1,0 +1,82 @@
+"""Running untrusted generated code, with a pass/fail verdict the code cannot forge.
+
+Why two processes. If a test runs in the interpreter that runs the code under test, that
+code can rebind builtins, patch ``math.isclose``, return objects whose ``__eq__`` is always
+True, exit with status 0, or find and write the pass marker itself; each guard against one
+trick leaves the next. So the verdict is decided where generated code never runs:
+
+* a **trusted** runner runs the benchmark's own code: the HumanEval prompt (for helpers such
+  as ``poly``), the test and ``check(entry_point)``, or the MBPP imports, setup code and
+  asserts. It has forked an **untrusted** process, which runs the solution (prompt +
+  completion) and then only answers requests such as "call ``entry_point`` with these
+  arguments". Arguments and results cross a socket as JSON-encoded *plain data* (None, bool,
+  int, float, complex, str, bytes, list, tuple, dict, set, range, builtin types); the trusted
+  side rebuilds exact builtin types, so every ``==``, ``abs``, ``isclose`` and ``assert`` in
+  the test runs on values the solution cannot subvert. Anything else (an instance of a class
+  the solution defines, say MBPP's ``Pair``) comes back as an opaque handle: it can be passed
+  back, called, have attributes read or set, be iterated, measured and converted with
+  ``str``/``repr``/``int``/``float``/``bool`` (each answer is again plain data, no more than
+  the solution could have returned directly), but ``==``/``<``/``in``/``hash`` raise: those
+  would hand the expected value to the solution, so "an object equal to everything" fails;
+* the runner reports ``<nonce> <status>`` on a private pipe. The nonce is the last thing the
+  runner reads from its stdin, after the untrusted process was forked and closed its own
+  stdin, so the solution never has it; the solution's output, exit status and signals
+  cannot produce a pass. The runner is non-dumpable (``PR_SET_DUMPABLE 0``): a same-uid
+  process cannot read its memory or open ``/proc/<pid>/fd``.
+
+Privileges. As root (the reference container) the untrusted process becomes uid/gid 65534
+(nobody) keeping exactly one capability, CAP_DAC_READ_SEARCH, so it can import the
+interpreter even where that lives under ``/root`` but cannot write files it does not own,
+signal or ptrace the runner; if that is impossible, uid 0 without any capability; if that is
+impossible too, nothing runs (status ``error``). It runs in a new pid namespace (cannot see
+or signal anything outside; everything it starts dies with it) inside a new network namespace
+(no usable interface, so no network even past the audit hook). It is PID 2 there, the child of
+a small reaper (PID 1) that never runs solution code: Linux drops signals a namespace's init
+sends itself, SIGKILL included, so a solution running as PID 1 could survive its own
+``os.kill(os.getpid(), 9)`` and pass. The reaper reports how the solution ended and kills it
+if it stopped itself; it is the solution's parent without the namespace too.
+
+Containment (defence in depth; the verdict does not rest on it): a fresh temporary working
+directory, deleted afterwards; a minimal environment without proxies; ``python -I -S`` (no
+user site, no ``.pth`` files; site-packages are appended to the solution's ``sys.path``);
+its own session, SIGKILLed at the wall-clock timeout; RLIMIT_AS (memory), RLIMIT_CPU,
+RLIMIT_FSIZE, RLIMIT_CORE=0 and, as nobody, RLIMIT_NPROC; an audit hook in the untrusted
+process refusing ``os.fork``/``subprocess``/``os.system``/``exec*``, sockets and DNS, and
+imports of ``ctypes``/``_posixsubprocess``; ``PR_SET_NO_NEW_PRIVS``; ``PR_SET_PDEATHSIG``.
+
+Speed. A fork server (one warm ``python -I -S`` per harness process, which never sees run
+data) keeps a few runners already forked, each with its untrusted process waiting; a run only
+hands one the file descriptors of its spec, stdout, stderr and result pipes. Where a fork
+server cannot run, each run starts ``python -I -S`` directly (same protocol).
+
+Residual risks, stated plainly. This is not a VM: the untrusted process can read files
+(world-readable ones, and as nobody with CAP_DAC_READ_SEARCH any file) and, when the harness
+does not run as root, write wherever the harness user can (its virtualenv included, which
+could affect later runs). Code that deliberately reaches native code (e.g. through a
+compiled extension in site-packages, or frames of the wrapper) can bypass the audit hook and
+so the fork/socket guards, but not the verdict, the rlimits, the namespaces or the uid.
+Programs given as plain strings (not a :class:`Program` from :func:`humaneval_program` /
+:func:`mbpp_program`) run entirely in the untrusted process and pass when they finish
+without an exception: that only stops accidental false passes (exit codes, printed
+markers), not an adversary. Compared with the official harness the split is stricter in rare
+legitimate cases: non-plain results cannot be compared with ``==`` (numpy scalars and
+subclasses of builtin types are converted to plain values first; numpy arrays are not),
+arguments are copies (in-place mutation of a test's list is invisible to the test), and the
+benchmark's helpers (HumanEval's ``poly``, ``encode_cyclic``) are the prompt's, not versions
+a completion redefines.
+
+Layout (each module says what it is):
+``program`` builds programs and their trust split; ``verdict`` is the harness side of the
+verdict channel (the nonce line, and the statuses when there is none); ``launch`` sets limits,
+starts runners (fork server or direct), feeds them, times them out and kills them; ``child/`` is
+the runner program itself (trusted runner, plain data, the benchmark's test side, the solution's
+side with the reaper and the privilege drop, the fork server).
+"""
+from __future__ import annotations
+
+from evaluators.sandbox.launch import run_program, run_program_async
+from evaluators.sandbox.program import Program, humaneval_program, mbpp_program
+from evaluators.sandbox.verdict import STATUSES, ExecResult
+
+__all__ = ["ExecResult", "Program", "run_program", "run_program_async", "humaneval_program", "mbpp_program",
+           "STATUSES"]

@@ -1,0 +1,301 @@
+"""The solution's side: the reaper (PID 1 of the namespace, reports how the solution ended),
+the privilege drop (nobody + CAP_DAC_READ_SEARCH, or uid 0 without capabilities), process limits,
+the audit hook (no fork/exec/sockets/ctypes), then loading the solution and answering requests."""
+# Part of the runner program (see evaluators/sandbox/child/__init__.py). Never imported by the harness:
+# its text runs in the sandbox's own `python -I -S -B -u -c`, concatenated with its siblings (one namespace).
+
+_CAPS = []
+
+
+def cap_structs():
+    """capset(2) argument types and the highest capability number, computed once (the fork
+    server does it before forking, so runs do not pay for it)."""
+    if not _CAPS:
+        import ctypes
+
+        class Header(ctypes.Structure):
+            _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+        class Data(ctypes.Structure):
+            _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                        ("inheritable", ctypes.c_uint32)]
+
+        try:
+            with open("/proc/sys/kernel/cap_last_cap") as fh:
+                last = int(fh.read())
+        except (OSError, ValueError):
+            last = 40
+        _CAPS.extend([Header, Data, last])
+    return _CAPS
+
+
+def drop_privileges(mode, libc):
+    """Make the solution's process unable to touch the trusted one (see the module docs).
+
+    "nobody": uid/gid 65534 keeping only CAP_DAC_READ_SEARCH (it may read the interpreter
+    even where it lives under /root, and write nowhere the harness owns); "nocaps": uid 0
+    without any capability; "none": not root, nothing to drop. Fails closed (raises).
+    """
+    import resource
+    if mode == "none":
+        if libc is not None:
+            libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS
+        return
+    import ctypes
+    Header, Data, last = cap_structs()
+    keep = (1 << 2) if mode == "nobody" else 0  # CAP_DAC_READ_SEARCH
+    try:
+        with open("/proc/sys/kernel/cap_last_cap") as fh:
+            last = int(fh.read())
+    except (OSError, ValueError):
+        last = 40
+    if mode != "nobody":  # uid 0 keeps a full bounding set; as nobody + NO_NEW_PRIVS exec gains nothing
+        for cap in range(last + 1):
+            libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP (best effort)
+    if mode == "nobody":
+        resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
+        if libc.prctl(8, 1, 0, 0, 0) != 0:  # PR_SET_KEEPCAPS across setuid
+            raise OSError("PR_SET_KEEPCAPS failed")
+        os.setgroups([])
+        os.setgid(65534)
+        os.setuid(65534)
+    else:
+        libc.prctl(28, 0x2F, 0, 0, 0)  # SECBIT_NOROOT|_LOCKED|NO_SETUID_FIXUP|_LOCKED|KEEP_CAPS_LOCKED
+    data = (Data * 2)()
+    data[0].effective = data[0].permitted = keep
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), data) != 0:
+        raise OSError("capset failed: errno %d" % ctypes.get_errno())
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError("PR_SET_NO_NEW_PRIVS failed")
+    got = (Data * 2)()
+    if libc.capget(ctypes.byref(Header(0x20080522, 0)), got) != 0 or got[1].effective or got[1].permitted \
+            or got[0].effective != keep or got[0].permitted != keep or (mode == "nobody" and os.getuid() != 65534):
+        raise OSError("privileges were not dropped")
+
+
+def reaper(sock, status_fd, libc, sealed, Chan):
+    """The parent of the solution's process; never runs solution code.
+
+    With the pid namespace it is the namespace's PID 1. Linux drops every signal that processes
+    inside a namespace send to its init unless init handles it, SIGKILL and SIGSTOP included, so
+    a solution running as PID 1 would survive `os.kill(os.getpid(), 9)` and could still pass.
+    The solution therefore runs as PID 2 (a child of this process), where signals act as usual.
+    In every mode this process reports how the solution ended (raw wait status, stop signal) on
+    `status_fd`, kills it if it stopped itself (SIGSTOP would otherwise hang until the wall-clock
+    timeout) and exits; as a namespace init, its exit kills whatever else is left inside."""
+    if libc is not None:
+        try:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the runner
+        except Exception:
+            pass
+    parent = os.getpid()
+    child = os.fork()
+    if child == 0:
+        code = 70
+        try:
+            os.close(status_fd)
+            untrusted(sock, Chan(sock.fileno()), libc, parent, sealed)
+            code = 0
+        except BaseException:
+            print_exc()
+        finally:
+            os._exit(code)
+    sock.close()  # the runner sees end of file as soon as the solution's process is gone
+    signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: signals from inside are dropped
+    stopped = 0
+    status = None
+    while status is None:
+        try:
+            pid, st = os.waitpid(-1, os.WUNTRACED)
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        if pid != child:
+            continue  # an orphan re-parented to us: reaped
+        if os.WIFSTOPPED(st):  # SIGSTOP/SIGTSTP on itself: it would hang until the timeout
+            stopped = os.WSTOPSIG(st)
+            os.kill(child, signal.SIGKILL)
+            continue
+        status = st
+    if status is not None:
+        os.write(status_fd, ("%d %d\n" % (status, stopped)).encode())
+    os._exit(0)
+
+
+def untrusted(sock, chan, libc, parent_pid, sealed):
+    """The solution's process: wait for a run, load the solution, answer with plain data."""
+    import builtins, signal, resource, socket
+
+    try:
+        marker, fds, _, _ = socket.recv_fds(sock, 1, 2)
+    except OSError:
+        marker, fds = b"", []
+    if marker != b"R" or len(fds) != 2:  # a spare that was never used
+        os._exit(0)
+    for i, fd in enumerate(fds, 1):
+        os.dup2(fd, i)
+        os.close(fd)
+    msg = chan.recv()
+    header, solution = msg["setup"], msg["solution"]
+    os.chdir(header["cwd"])
+    os.environ["HOME"] = os.environ["TMPDIR"] = header["cwd"]
+    lim = header["limits"]
+    mem = lim["memory_mb"] << 20
+    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    cpu = int(lim["cpu_s"])
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    fsize = lim["fsize_mb"] << 20
+    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    failure = None
+    try:
+        drop_privileges(header["privilege"], libc)
+    except BaseException as exc:
+        failure = "cannot drop privileges (%r); refusing to run the solution" % (exc,)
+    if libc is not None:
+        try:
+            libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (after setuid, which clears it)
+        except Exception:
+            pass
+    if os.getppid() != parent_pid:  # its parent (the reaper) is gone already
+        os._exit(0)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing
+    for mod in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[mod]
+    libc = None
+
+    if not sealed and chan.recv() != {"op": "go"}:
+        os._exit(0)
+    if failure:
+        chan.send({"load_error": ["SandboxError", failure]})
+        return
+    sys.path.extend(p for p in header.get("site_paths", []) if p not in sys.path)
+
+    blocked_events = frozenset({
+        "os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen",
+        "socket.__new__", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+        "socket.getnameinfo", "socket.connect", "socket.bind", "socket.sendto"})
+    blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"})
+
+    def guard(event, args, _events=blocked_events, _imports=blocked_imports,
+              _perm=PermissionError, _imp=ImportError, _str=str):
+        if event in _events:
+            raise _perm("sandbox: %s is not allowed" % event)
+        if event == "import" and args and type(args[0]) is _str and args[0].partition(".")[0] in _imports:
+            raise _imp("sandbox: importing %s is not allowed" % args[0])
+
+    sys.addaudithook(guard)
+
+    import types
+    numbers = []
+    isinstance_, getattr_, type_, list_, len_, str_, repr_ = isinstance, getattr, type, list, len, str, repr
+    handles = {}
+
+    def keep(obj):
+        h = len_(handles) + 1
+        handles[h] = obj
+        return {"H": h}
+
+    def conv(x):
+        for base in (int, float, complex, str, bytes):
+            if isinstance_(x, base):
+                return base(x)
+        for base in (list, tuple, dict, set, frozenset):
+            if isinstance_(x, base):
+                return base(x)
+        if type_(x).__module__ == "numpy" and getattr_(x, "shape", None) == () and hasattr(x, "item"):
+            v = x.item()
+            return v if type_(v) in (bool, int, float, complex, str, bytes) else None
+        if not numbers:
+            import numbers as mod
+            numbers.append(mod)
+        if isinstance_(x, numbers[0].Integral):
+            return int(x)
+        if isinstance_(x, numbers[0].Real):
+            return float(x)
+        if isinstance_(x, numbers[0].Complex):
+            return complex(x)
+        return None
+
+    def enc(x):
+        return _plain(x, 0, conv, keep)
+
+    def dec(v):
+        return _build(v, 0, lambda h: handles[h])
+
+    def text(e):
+        try:
+            return str_(e)[:2000]
+        except BaseException:
+            return "<unprintable>"
+
+    ns = {"__name__": "__solution__", "__builtins__": builtins.__dict__}  # as exec(src, {}) gives
+    try:
+        exec(compile(solution, "<solution>", "exec"), ns)
+    except BaseException as exc:
+        print_exc()
+        chan.send({"load_error": [type_(exc).__name__, text(exc)]})
+        return
+    exported = {}
+    for name in header.get("entry_points", []):
+        try:
+            if name not in ns:
+                raise NameError("name %r is not defined" % name)
+            value = ns[name]
+            exported[name] = {"M": value.__name__} if isinstance_(value, types.ModuleType) else enc(value)
+        except BaseException:
+            pass
+    chan.send({"ready": True, "globals": exported})
+
+    while True:
+        try:
+            req = chan.recv()
+        except EOFError:
+            return
+        try:
+            op = req["op"]
+            if op == "global":
+                name = req["n"]
+                if name not in ns:
+                    raise NameError("name %r is not defined" % name)
+                value = ns[name]
+                if isinstance_(value, types.ModuleType):
+                    reply = {"ok": {"M": value.__name__}}
+                else:
+                    reply = {"ok": enc(value)}
+            else:
+                obj = handles[req["h"]]
+                if op == "call":
+                    reply = {"ok": enc(obj(*dec(req["a"]), **dec(req["k"])))}
+                elif op == "getattr":
+                    reply = {"ok": enc(getattr_(obj, req["n"]))}
+                elif op == "setattr":
+                    setattr(obj, req["n"], dec(req["v"]))
+                    reply = {"ok": None}
+                elif op == "list":
+                    reply = {"ok": enc(list_(obj))}
+                elif op == "len":
+                    reply = {"ok": enc(len_(obj))}
+                elif op == "getitem":
+                    reply = {"ok": enc(obj[dec(req["k"])])}
+                elif op == "str":
+                    reply = {"ok": enc(str_(obj))}
+                elif op == "repr":
+                    reply = {"ok": enc(repr_(obj))}
+                elif op == "int":
+                    reply = {"ok": enc(int(obj))}
+                elif op == "float":
+                    reply = {"ok": enc(float(obj))}
+                elif op == "bool":
+                    reply = {"ok": bool(obj)}
+                else:
+                    raise ValueError("unknown request")
+        except BaseException as exc:
+            reply = {"err": [type_(exc).__name__, text(exc)]}
+        try:
+            chan.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+        except BaseException as exc:
+            chan.send({"err": [type_(exc).__name__, text(exc)]})

@@ -1,0 +1,472 @@
+"""Process limits and launch: starting runners, feeding them a run, timing out and killing them.
+
+A run is a temporary directory (``work/`` owned by the solution's uid, stdout/stderr files the
+solution cannot open by name), a spec written to the runner's stdin (limits, privilege mode,
+site-packages, solution, benchmark code, nonce last) and a result pipe read by
+:mod:`evaluators.sandbox.verdict`. Runners come from the fork server (one warm ``python -I -S``
+per harness process, :mod:`evaluators.sandbox.child.forkserver`) or, where it cannot run, a fresh
+``python -I -S`` each. The wall-clock timeout SIGKILLs the run's process group; RLIMIT_AS,
+RLIMIT_CPU (``cpu_s``, default ``timeout_s + 2``), RLIMIT_FSIZE and RLIMIT_CORE=0 are set in the
+runner and again in the solution's process. As root the privilege mode is probed once per process.
+"""
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import os
+import queue
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from evaluators.sandbox import child as runner_program
+from evaluators.sandbox.program import Program
+from evaluators.sandbox.verdict import ExecResult, has_verdict, parse_verdict, status_without_verdict
+
+__all__ = ["run_program", "run_program_async"]
+
+NOBODY = 65534
+TAIL_CHARS = 4000
+FSIZE_MB = 64  # largest file (including captured stdout/stderr) the program may write
+USE_NAMESPACES = True  # private pid + network namespaces when the kernel allows (root); purely additive
+USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
+KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
+SPARE_RUNNERS = max(1, min(4, os.cpu_count() or 1))  # runners the fork server keeps forked and waiting
+
+_LOCK = threading.Lock()
+_PROBED: dict[str, Any] = {}
+_RUN_IDS = iter(range(1, 1 << 62))
+
+
+class _ForkServer:
+    """The warm runner parent (``_serve``), one per harness process."""
+
+    def __init__(self) -> None:
+        parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", "-u", "-c",
+                 f"{runner_program.source()}\n_serve({child.fileno()}, {bool(USE_NAMESPACES)}, {int(SPARE_RUNNERS)})\n"],
+                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL, cwd="/", env=_base_env("/"), start_new_session=True)
+        finally:
+            child.close()
+        self.sock = parent
+        self.owner = os.getpid()
+        self.send_lock = threading.Lock()
+
+    def alive(self) -> bool:
+        return self.owner == os.getpid() and self.proc.poll() is None
+
+    def send(self, msg: dict[str, Any], fds: Sequence[int] = ()) -> bool:
+        with self.send_lock:
+            try:
+                socket.send_fds(self.sock, [json.dumps(msg).encode()], list(fds))
+                return True
+            except OSError:
+                return False
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        finally:
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+_SERVER: _ForkServer | None = None
+
+
+def _fork_server() -> _ForkServer | None:
+    """The fork server, (re)started on demand; None where one cannot run (direct spawns then)."""
+    global _SERVER
+    if not USE_FORK_SERVER or not hasattr(socket, "send_fds"):
+        return None
+    with _LOCK:
+        if _SERVER is not None and not _SERVER.alive():
+            if _SERVER.owner == os.getpid():
+                try:
+                    _SERVER.sock.close()
+                except OSError:
+                    pass
+            _SERVER = None
+        if _SERVER is None:
+            try:
+                _SERVER = _ForkServer()
+            except OSError:
+                return None
+        return _SERVER
+
+
+@atexit.register
+def _stop_fork_server() -> None:
+    if _SERVER is not None and _SERVER.owner == os.getpid():
+        _SERVER.close()
+
+
+def _privilege_mode() -> str:
+    """How the solution's process gives up root: "nobody" (uid 65534 + read-only file access),
+    "nocaps" (uid 0 without capabilities), "none" (not root) or "unavailable" (fail closed)."""
+    if os.geteuid() != 0:
+        return "none"
+    with _LOCK:
+        mode = _PROBED.get("privilege")
+    if mode is None:
+        mode = "unavailable"
+        probe = Program("", prelude="", solution="import json, math, numbers, collections\n"
+                        "def check():\n    return 1\n", test="assert check() == 1\n", entry_points=("check",))
+        for candidate in ("nobody", "nocaps"):
+            if _run_sync(probe, timeout_s=30.0, memory_mb=1024, cpu_s=None, privilege=candidate).passed:
+                mode = candidate
+                break
+        with _LOCK:
+            _PROBED["privilege"] = mode
+    return mode
+
+
+def _site_paths() -> list[str]:
+    """This interpreter's site-packages, which the runner (started with -S, so that no ``.pth``
+    file runs in it) adds for the solution: generated code may import numpy and the like."""
+    if "site" not in _PROBED:
+        paths = [p for p in {sysconfig.get_paths()[k] for k in ("purelib", "platlib")} if os.path.isdir(p)]
+        _PROBED["site"] = sorted(paths)
+    return list(_PROBED["site"])
+
+
+def _base_env(home: str) -> dict[str, str]:
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "HOME": home,
+            "TMPDIR": home, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _block(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
+
+
+@dataclass
+class _Run:
+    id: int
+    base: str
+    work: str
+    spec: bytes
+    nonce: str
+    spec_r: int
+    spec_w: int
+    result_r: int
+    result_w: int
+    out: Any
+    err: Any
+    server: _ForkServer | None
+    proc: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+
+
+def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None, privilege: str) -> _Run:
+    if isinstance(program, Program):
+        mode, prelude, solution, test, entries = "split", program.prelude, program.solution, program.test, \
+            list(program.entry_points)
+    else:
+        mode, prelude, solution, test, entries = "plain", "", str(program), "", []
+    server = _fork_server()
+    base = tempfile.mkdtemp(prefix="agentic-sandbox-")
+    work = os.path.join(base, "work")
+    os.mkdir(work, 0o700)
+    if privilege == "nobody":
+        os.chmod(base, 0o711)  # nobody may enter work/ but not list base/ or open the output files
+        os.chown(work, NOBODY, NOBODY)
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+    out = os.fdopen(os.open(os.path.join(base, "stdout"), flags, 0o600), "wb+")
+    err = os.fdopen(os.open(os.path.join(base, "stderr"), flags, 0o600), "wb+")
+    spec_r, spec_w = os.pipe()
+    result_r, result_w = os.pipe()
+    nonce = secrets.token_hex(16)
+    cpu = int(cpu_s) if cpu_s is not None else int(timeout_s) + 2
+    header = {"limits": {"memory_mb": int(memory_mb), "cpu_s": max(1, cpu), "fsize_mb": FSIZE_MB},
+              "privilege": privilege, "result_fd": 3 if server else result_w, "site_paths": _site_paths(),
+              "entry_points": entries}
+    spec = {"mode": mode, "entry_points": entries}
+    enc = lambda text: text.encode("utf-8", "surrogatepass")  # noqa: E731
+    data = b"".join([_block(json.dumps(header).encode()), _block(enc(solution)), _block(json.dumps(spec).encode()),
+                     _block(enc(prelude)), _block(enc(test)), _block(nonce.encode())])
+    with _LOCK:
+        run_id = next(_RUN_IDS)
+    return _Run(run_id, base, work, data, nonce, spec_r, spec_w, result_r, result_w, out, err, server)
+
+
+def _launch(run: _Run) -> None:
+    """Start the runner: through the fork server, else as a fresh ``python -I -S`` (fallback)."""
+    run.started = time.monotonic()
+    try:
+        fds = (run.spec_r, run.out.fileno(), run.err.fileno(), run.result_w)
+        if not (run.server and run.server.send({"op": "run", "id": run.id, "cwd": run.work}, fds)):
+            if run.server:  # the server died under us: this run and later ones spawn directly
+                run.server = None
+                _restart_header(run)
+            run.proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-B", "-u", "-c", f"{runner_program.source()}\n_runner({bool(USE_NAMESPACES)})\n"],
+                stdin=run.spec_r,
+                stdout=run.out, stderr=run.err, pass_fds=(run.result_w,), cwd=run.work, env=_base_env(run.work),
+                start_new_session=True)
+    finally:
+        os.close(run.spec_r)
+        os.close(run.result_w)
+    os.set_blocking(run.spec_w, False)
+    os.set_blocking(run.result_r, False)
+
+
+def _restart_header(run: _Run) -> None:
+    n = int.from_bytes(run.spec[:8], "big")
+    header = json.loads(run.spec[8:8 + n])
+    header["result_fd"] = run.result_w
+    run.spec = _block(json.dumps(header).encode()) + run.spec[8 + n:]
+
+
+def _kill(run: _Run) -> None:
+    if run.proc is not None:
+        try:
+            os.killpg(run.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    elif run.server is not None:
+        run.server.send({"op": "kill", "id": run.id})
+
+
+def _feed(run: _Run, sent: int) -> int:
+    """Write more of the spec to the runner's stdin; returns the new offset (len when done).
+    The caller closes the pipe (after unregistering it from any event loop: fd numbers are
+    reused at once, and a stale registration would hijack another run's pipe)."""
+    try:
+        sent += os.write(run.spec_w, run.spec[sent:sent + (1 << 16)])
+    except BlockingIOError:
+        return sent
+    except OSError:  # the runner is gone (BrokenPipeError) or worse: nothing more to send
+        return len(run.spec)
+    return sent
+
+
+def _close_spec(run: _Run) -> None:
+    if run.spec_w >= 0:
+        os.close(run.spec_w)
+        run.spec_w = -1
+
+
+def _read(run: _Run, buf: bytearray) -> bool:
+    """Read what the result pipe has; True once the verdict line is in, or at end of file
+    (the runner is gone). The runner kills the solution's process before writing its verdict."""
+    while True:
+        try:
+            chunk = os.read(run.result_r, 65536)
+        except BlockingIOError:
+            break
+        if not chunk:
+            return True
+        if len(buf) < 1 << 20:
+            buf += chunk
+    return has_verdict(buf, run.nonce)
+
+
+def _tail(fh: Any) -> str:
+    try:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - TAIL_CHARS * 4))
+        return fh.read().decode("utf-8", "replace")[-TAIL_CHARS:]
+    except (OSError, ValueError):
+        return ""
+
+
+def _rmtree(path: str) -> None:
+    def onerror(func: Any, p: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(p), 0o700)
+            os.chmod(p, 0o700)
+            func(p)
+        except OSError:
+            pass
+    shutil.rmtree(path, onerror=onerror)
+
+
+_TRASH: "queue.SimpleQueue[str | None]" = queue.SimpleQueue()
+_SWEEPER: list[threading.Thread] = []
+
+
+def _discard(path: str) -> None:
+    """Delete a finished run's directory off the caller's path (rmdir can take milliseconds,
+    e.g. on ext4 mounted with ``discard``); :func:`_flush_trash` runs at exit."""
+    with _LOCK:
+        if not _SWEEPER or not _SWEEPER[0].is_alive():
+            _SWEEPER[:] = [threading.Thread(target=_sweep, name="sandbox-cleanup", daemon=True)]
+            _SWEEPER[0].start()
+    _TRASH.put(path)
+
+
+def _sweep() -> None:
+    while True:
+        path = _TRASH.get()
+        if path is None:
+            return
+        _rmtree(path)
+
+
+@atexit.register
+def _flush_trash() -> None:
+    if _SWEEPER and _SWEEPER[0].is_alive():
+        _TRASH.put(None)
+        _SWEEPER[0].join(30)
+    while True:  # whatever is left (no sweeper, or it timed out)
+        try:
+            path = _TRASH.get_nowait()
+        except queue.Empty:
+            return
+        if path is not None:
+            _rmtree(path)
+
+
+def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
+    duration = time.monotonic() - run.started
+    _close_spec(run)
+    os.close(run.result_r)
+    raw_exit = None
+    if run.proc is not None:
+        try:
+            code = run.proc.wait(5)
+            raw_exit = (-code) if code < 0 else (code << 8)
+        except subprocess.TimeoutExpired:
+            _kill(run)
+            run.proc.wait()
+    status, detail = parse_verdict(data, run.nonce) or status_without_verdict(timed_out, raw_exit)
+    result = ExecResult(passed=status == "passed", status=status, duration_s=duration,
+                        stdout_tail=_tail(run.out), stderr_tail=_tail(run.err), detail=detail)
+    run.out.close()
+    run.err.close()
+    _discard(run.base)
+    return result
+
+
+def _refused(privilege: str) -> ExecResult | None:
+    if privilege != "unavailable":
+        return None
+    return ExecResult(False, "error", 0.0, "", "", "running as root but unable to drop privileges for the "
+                                                   "solution; refusing to run generated code")
+
+
+def _run_sync(program: str, *, timeout_s: float, memory_mb: int, cpu_s: float | None, privilege: str) -> ExecResult:
+    run = _prepare(program, timeout_s, memory_mb, cpu_s, privilege)
+    buf = bytearray()
+    timed_out = False
+    try:
+        _launch(run)
+        deadline = run.started + timeout_s
+        sent, done = 0, False
+        while not done:
+            now = time.monotonic()
+            if now >= deadline:
+                if timed_out:  # the kill did not end it within the grace period: give up waiting
+                    break
+                timed_out = True
+                _kill(run)
+                deadline = now + KILL_GRACE_S
+                continue
+            wlist = [run.spec_w] if run.spec_w >= 0 else []
+            readable, writable, _ = select.select([run.result_r], wlist, [], deadline - now)
+            if writable:
+                sent = _feed(run, sent)
+                if sent >= len(run.spec):
+                    _close_spec(run)
+            if readable:
+                done = _read(run, buf)
+    except BaseException:
+        _kill(run)
+        _finish(run, bytes(buf), True)
+        raise
+    return _finish(run, bytes(buf), timed_out)
+
+
+def run_program(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
+                cpu_s: float | None = None) -> ExecResult:
+    """Run ``program`` in the sandbox and return the unforgeable verdict (blocking).
+
+    ``program`` is a :class:`Program` from :func:`humaneval_program`/:func:`mbpp_program`
+    (isolated verdict) or any complete Python source (passes if it runs without exception).
+    ``cpu_s`` defaults to ``timeout_s + 2`` seconds of CPU per process.
+    """
+    privilege = _privilege_mode()
+    return _refused(privilege) or _run_sync(program, timeout_s=timeout_s, memory_mb=memory_mb, cpu_s=cpu_s,
+                                            privilege=privilege)
+
+
+async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
+                            cpu_s: float | None = None) -> ExecResult:
+    """:func:`run_program` without blocking the event loop (the result pipe is watched by the loop)."""
+    privilege = _PROBED.get("privilege") if os.geteuid() == 0 else "none"
+    if privilege is None:  # first call in this process: probe once, off the event loop
+        privilege = await asyncio.to_thread(_privilege_mode)
+    refused = _refused(privilege)
+    if refused:
+        return refused
+    loop = asyncio.get_running_loop()
+    run = _prepare(program, timeout_s, memory_mb, cpu_s, privilege)
+    buf = bytearray()
+    done = loop.create_future()
+    sent = 0
+    watching = {"reader": False, "writer": False}
+
+    def on_readable() -> None:
+        if _read(run, buf) and not done.done():
+            done.set_result(None)
+
+    def stop_writing() -> None:
+        if watching["writer"]:
+            loop.remove_writer(run.spec_w)  # before the close: the fd number is reused at once
+            watching["writer"] = False
+        _close_spec(run)
+
+    def on_writable() -> None:
+        nonlocal sent
+        sent = _feed(run, sent)
+        if sent >= len(run.spec):
+            stop_writing()
+
+    def stop_watching() -> None:
+        if watching["reader"]:
+            loop.remove_reader(run.result_r)
+            watching["reader"] = False
+        stop_writing()
+
+    timed_out = False
+    try:
+        _launch(run)
+        loop.add_reader(run.result_r, on_readable)
+        watching["reader"] = True
+        loop.add_writer(run.spec_w, on_writable)
+        watching["writer"] = True
+        try:
+            await asyncio.wait_for(asyncio.shield(done), timeout_s)
+        except asyncio.TimeoutError:
+            timed_out = True
+            _kill(run)
+            try:
+                await asyncio.wait_for(asyncio.shield(done), KILL_GRACE_S)
+            except asyncio.TimeoutError:
+                pass
+    except BaseException:
+        _kill(run)
+        stop_watching()
+        _finish(run, bytes(buf), True)
+        raise
+    stop_watching()
+    if run.proc is not None and run.proc.poll() is None:
+        await asyncio.to_thread(run.proc.wait, KILL_GRACE_S)
+    return _finish(run, bytes(buf), timed_out)
