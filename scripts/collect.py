@@ -5,8 +5,8 @@ Every number a reporting script prints comes from here, and each aggregate keeps
 
 Runs are found by what they recorded, not by where they sit: :class:`RunIndex` walks
 ``results/<experiment>/`` for ``metrics.json`` files and keys each run by its own ``config.yaml``
-(benchmark, method and backbone names, seed), so a change of the folder layout
-(``harness.runner.RunSpec.out_dir``) needs no change here. A folder without ``config.yaml`` (hand-made
+(benchmark and method names, the backbone as ``harness.spec.backbone_dir`` names it, seed), so a change of
+the folder layout (``harness.runner.RunSpec.out_dir``) needs no change here. A folder without ``config.yaml`` (hand-made
 fixtures) falls back to ``<benchmark>/<method>/<backbone>[/...]/seed=<s>``.
 
 A cell is *incomplete* when any of its runs has errors (``n_errors > 0``), says ``complete: false``, or
@@ -200,8 +200,11 @@ class Agg:
 
     def first_error(self) -> str | None:
         for r in self.runs:
-            if r.metrics.get("first_error"):
-                return str(r.metrics["first_error"])
+            fe = r.metrics.get("first_error")
+            if isinstance(fe, dict) and fe.get("error"):       # interface 6: {"id", "error", "kind"}
+                return f"{fe['error']} (problem {fe.get('id')})"
+            if fe:
+                return str(fe)
             for p in r.predictions():
                 if p.get("status") == "error" and p.get("error"):
                     return str(p["error"])
@@ -271,10 +274,20 @@ class RunIndex:
         return Agg(sorted(runs, key=lambda r: r.seed))
 
     def backbones(self) -> list[str]:
-        return sorted({k.backbone for k in self.runs}, key=lambda b: (b != "gpt-4o-mini", b))
+        return sorted({k.backbone for k in self.runs}, key=lambda b: (b.split("@")[0] != "gpt-4o-mini", b))
 
     def methods(self) -> list[str]:
         return sorted({k.method for k in self.runs})
+
+
+def backbone_label(backbone_cfg: dict[str, Any]) -> str:
+    """The backbone as the results path names it (``harness.spec.backbone_dir``: ``local``, or
+    ``vllm@<model slug>`` for an endpoint that can serve any model), so two models never share a table."""
+    try:
+        from harness.spec import backbone_dir
+    except ImportError:  # a core without model-named folders
+        return str(backbone_cfg["name"])
+    return backbone_dir(backbone_cfg)
 
 
 def _key_of(d: Path, base: Path) -> tuple[RunKey, dict[str, Any]] | None:
@@ -284,7 +297,7 @@ def _key_of(d: Path, base: Path) -> tuple[RunKey, dict[str, Any]] | None:
 
         try:
             cfg = yaml.load(cfg_path.read_text(encoding="utf-8"), Loader=_yaml_loader()) or {}
-            return RunKey(str(cfg["benchmark"]["name"]), str(cfg["method"]["name"]), str(cfg["backbone"]["name"]),
+            return RunKey(str(cfg["benchmark"]["name"]), str(cfg["method"]["name"]), backbone_label(cfg["backbone"]),
                           int(cfg["seed"])), cfg
         except (KeyError, TypeError, ValueError, yaml.YAMLError):
             pass

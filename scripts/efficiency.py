@@ -216,7 +216,8 @@ def table8(root: Path, exp_name: str) -> tuple[Table, list[dict[str, Any]]]:
               ["Backbone", "CoT GSM8K", "CoT MATH", "DenoiseFlow GSM8K", "DenoiseFlow MATH", "Δ avg"],
               label="tab:cross-model")
     recs = []
-    for bb in sorted(set(configured) | set(on_disk), key=lambda b: (b != "gpt-4o-mini", b)):
+    configured = [c for c in configured if not any(b.split("@")[0] == c for b in on_disk)]   # on disk: its model
+    for bb in sorted(set(configured) | set(on_disk), key=lambda b: (b.split("@")[0] != "gpt-4o-mini", b)):
         cells, means = [bb], {}
         for m in ("cot", "denoiseflow"):
             for b in benches:

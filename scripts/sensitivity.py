@@ -139,7 +139,7 @@ def write_all(results_root: Path, exp: dict[str, Any] | None = None, backbone: s
     root = Path(results_root)
     if backbone is None:
         found = [bb for p in exp["params"] for bb in backbones_on_disk(root, f"{exp['experiment_prefix']}_{p}")]
-        backbone = sorted(set(found), key=lambda b: (b != "gpt-4o-mini", b))[0] if found else "local"
+        backbone = sorted(set(found), key=lambda b: (b.split("@")[0] != "gpt-4o-mini", b))[0] if found else "local"
     ts, records, data = tables(root, exp, backbone)
     out = root / "sensitivity"
     paths: list[Path] = []

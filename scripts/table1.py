@@ -48,7 +48,7 @@ def cell_text(a: Agg) -> str:
 
 def protocol_record(root: Path, exp: dict[str, Any], backbone: str) -> dict[str, Any]:
     """What the last ``reproduce_table1`` run on this backbone wrote about its protocol (size), if any."""
-    p = Path(root) / exp["experiment"] / f"protocol-{backbone}.json"
+    p = Path(root) / exp["experiment"] / f"protocol-{backbone.split('@')[0]}.json"   # written per backbone config
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
 
 
@@ -237,7 +237,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         src = (exp.get("reference") or {}).get("source", "")
         notes.append(f"↳ paper: {src}." + (" † inferred by arithmetic from stated margins/averages, not stated."
                                           if any_inferred else ""))
-        if ref_backbone and ref_backbone != backbone:
+        if ref_backbone and ref_backbone != backbone.split("@")[0]:
             notes.append(f"The paper used {ref_backbone}; Δ against a {backbone} run is not a like-for-like comparison.")
     if proto:
         st = proto.get("settings") or {}

@@ -304,3 +304,30 @@ def test_stop_share_is_computed_from_calls_jsonl_and_warned_below_90_percent(tmp
     assert rt["stop_pct_all_runs"] == 50.0
     md = (tmp_path / "results" / "table1" / "table1.md").read_text()
     assert "50.0% of 6 calls ended with finish_reason=stop" in md and "BELOW 90%" in md
+
+
+def test_runs_are_found_by_their_config_and_two_models_of_one_backbone_get_two_tables(tmp_path):
+    """The index keys runs by config.yaml (not the path), naming the backbone as the results path does
+    (harness.spec.backbone_dir): two models served under backbone=vllm are two tables, not one average."""
+    import yaml
+
+    from scripts import table1
+    from scripts.collect import RunIndex
+
+    root = tmp_path / "results"
+    for model, score in (("Qwen/Qwen2.5-7B-Instruct", 40.0), ("meta-llama/Llama-3.1-8B-Instruct", 60.0)):
+        d = root / "table1" / "somewhere" / model.replace("/", "_") / "deeper" / "seed=42"
+        d.mkdir(parents=True)
+        (d / "metrics.json").write_text(json.dumps({"score_pct": score, "n": 1, "n_errors": 0, "selected": 1,
+                                                    "complete": True}))
+        (d / "predictions.jsonl").write_text(json.dumps({"id": "g-0", "index": 0, "status": "ok",
+                                                         "score": score / 100}) + "\n")
+        (d / "config.yaml").write_text(yaml.safe_dump({"seed": 42, "method": {"name": "io"},
+                                                       "benchmark": {"name": "gsm8k"},
+                                                       "backbone": {"name": "vllm", "kind": "openai", "model": model}}))
+    labels = RunIndex.scan(root, "table1").backbones()
+    assert len(labels) == 2 and all(b.startswith("vllm@") for b in labels)
+    res = table1.write_all(root)
+    cells = {t.title.split(" (")[0]: next(r for r in t.rows if str(getattr(r[0], "text", r[0])) == "IO")[1].text
+             for t in res["tables"]}
+    assert sorted(v.split(" ")[0] for v in cells.values()) == ["40.0", "60.0"]
