@@ -1,4 +1,4 @@
-"""A benchmark is a loader + a prompt format + a scorer, configured declaratively.
+"""File-backed benchmarks: the core interface (:mod:`harness.benchmark`) plus loading from files or the hub.
 
 Subclasses implement ``make_problem`` (raw record → :class:`Problem`),
 ``render`` (what the model reads), ``extract`` (the recorded answer-extraction
@@ -8,36 +8,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import json
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
 
 from evaluators.data import data_dir, read_jsonl, select, sha256_file
-from harness.types import Problem, Score
+from harness.benchmark import Benchmark as CoreBenchmark
+from harness.benchmark import DataInfo, build_benchmark
+from harness.types import Problem
+
+__all__ = ["Benchmark", "DataInfo", "build_benchmark"]
 
 
-@dataclass(frozen=True)
-class DataInfo:
-    file: str
-    sha256: str
-    total: int
-    selected: int
-    split: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
-class Benchmark:
-    domain: str = "generic"  # "math" | "code" | "qa"
-
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        self.cfg = cfg
-        self.name: str = cfg["name"]
-        self.version = str(cfg.get("version", "1"))
-        self.answer_instruction: str = cfg.get("answer_instruction", "")
+class Benchmark(CoreBenchmark):
+    """A benchmark whose problems are rows of a JSONL split file (or a hub dataset)."""
 
     # ---- loading -------------------------------------------------------------------------------
     def split_file(self, root: Path) -> Path:
@@ -94,40 +78,3 @@ class Benchmark:
     def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
         """Build a problem from the ``row_index``-th row of the split file."""
         raise NotImplementedError
-
-    # ---- prompting -----------------------------------------------------------------------------
-    def render(self, problem: Problem) -> str:
-        """The task as the model reads it (question, context, signature...)."""
-        raise NotImplementedError
-
-    def prompt(self, problem: Problem, template: str) -> str:
-        """Fill a method's template; ``{task}`` and ``{answer_instruction}`` are available."""
-        return template.format(task=self.render(problem), answer_instruction=self.answer_instruction)
-
-    # ---- scoring -------------------------------------------------------------------------------
-    def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
-        """(extracted answer, name of the extraction rule that fired)."""
-        raise NotImplementedError
-
-    def answer_key(self, extracted: Any) -> Hashable | None:
-        """A canonical form for voting: equal keys mean 'the same answer'."""
-        return None if extracted is None else str(extracted).strip()
-
-    async def score(self, text: str, problem: Problem) -> Score:
-        raise NotImplementedError
-
-    # ---- tools offered to methods --------------------------------------------------------------
-    def public_tests(self, problem: Problem) -> list[str]:
-        """Tests a method may run (never the hidden ones the score uses)."""
-        return []
-
-    async def run_public_tests(self, text: str, problem: Problem) -> dict[str, Any] | None:
-        """Run the public tests on a candidate; ``None`` when the benchmark has none."""
-        return None
-
-
-def build_benchmark(cfg: dict[str, Any]) -> Benchmark:
-    """Instantiate the class named by ``cfg['kind']`` (``module.Class``)."""
-    module_name, _, cls_name = cfg["kind"].rpartition(".")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(cfg)

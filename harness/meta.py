@@ -35,7 +35,10 @@ def package_versions() -> dict[str, str]:
     return out
 
 
-def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started: float) -> dict[str, Any]:
+def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started: float,
+                 roles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """``backbone`` is the run's default; ``roles`` every role's backbone config, model identity and adapter
+    (:func:`harness.roles.role_identities`)."""
     model = backbone.identity()
     return {
         "run_id": f"{spec.experiment}/{spec.benchmark_cfg['name']}/{spec.method_cfg['name']}/"
@@ -51,4 +54,7 @@ def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started
         "data": data_info,
         "benchmark": {"name": spec.benchmark_cfg["name"], "version": str(spec.benchmark_cfg.get("version", "1"))},
         "model": model,
+        "roles": roles if roles is not None else {"default": {"backbone": spec.backbone_cfg.get("name"),
+                                                              "own_backbone": False, "model": model,
+                                                              "adapter": None}},
     }

@@ -1,8 +1,12 @@
-"""Run one (method, benchmark, backbone, seed): solve, score, append, summarise.
+"""Run one (method, benchmark, backbones, seed): solve, score, append, summarise.
 
 Problems run concurrently up to ``runner.max_concurrent_problems``; each one's
 prediction and calls are appended as it completes. Finished ids are skipped on
 a re-run, so an interrupted run resumes where it stopped.
+
+The method sees each problem through its gold-free view (:mod:`harness.view`); the runner scores
+with the real problem, from the method's answer or, for an environment, from what the environment
+reported (:mod:`harness.env`). Backbones are built once per run for every role (:mod:`harness.roles`).
 """
 from __future__ import annotations
 
@@ -11,20 +15,27 @@ import sys
 import time
 import traceback
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.backbones import build_backbone
+from harness.benchmark import Benchmark, build_benchmark
 from harness.cache import ResponseCache
 from harness.calibration import calibration_metrics, reliability_diagram
 from harness.context import Budgets, RunContext
+from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
 from harness.method import Method, build_method
-from harness.llm import LLMClient
-from harness.results import ResultWriter, RunPaths, compute_metrics, read_jsonl_tolerant
+from harness.identity import backbone_identity, check_run_identity
+from harness.llm import LLMClient, RunAborted
+from harness.spec import backbone_dir
+from harness.validate import validate_run_config
+from harness.results import (ResultWriter, RunPaths, compute_metrics, pending_exception, read_jsonl_tolerant,
+                             resume_report)
+from harness.roles import Role, build_role_backbones, resolve_roles, role_identities
 from harness.types import Problem, Solution
-from evaluators.base import Benchmark, build_benchmark
+from harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
 
 
 @dataclass
@@ -41,14 +52,16 @@ class RunSpec:
     runner_cfg: dict[str, Any]
     results_root: Path
     full_config: dict[str, Any]
+    roles_cfg: dict[str, Any] = field(default_factory=dict)  # roles.<name>: a backbone config and/or adapter
 
     @property
     def out_dir(self) -> Path:
         return (self.results_root / self.experiment / self.benchmark_cfg["name"] / self.method_cfg["name"]
-                / self.backbone_cfg["name"] / f"seed={self.seed}")
+                / backbone_dir(self.backbone_cfg) / f"seed={self.seed}")  # core-B: the folder names the model
 
 
 def spec_from_config(cfg: dict[str, Any]) -> RunSpec:
+    validate_run_config(cfg)  # core-B: every option checked (key, bad value, what is allowed) before any work
     bench = dict(cfg["benchmark"])
     for key in ("limit", "sample"):
         if cfg.get(key) is not None:
@@ -57,7 +70,7 @@ def spec_from_config(cfg: dict[str, Any]) -> RunSpec:
                    method_cfg=dict(cfg["method"]), benchmark_cfg=bench, backbone_cfg=dict(cfg["backbone"]),
                    sampling=dict(cfg.get("sampling") or {}), cache_cfg=dict(cfg.get("cache") or {}),
                    runner_cfg=dict(cfg.get("runner") or {}), results_root=Path(cfg.get("results_root", "results")),
-                   full_config=cfg)
+                   full_config=cfg, roles_cfg=dict(cfg.get("roles") or {}))
 
 
 def solution_from_record(rec: dict[str, Any]) -> Solution:
@@ -66,14 +79,16 @@ def solution_from_record(rec: dict[str, Any]) -> Solution:
 
 class Runner:
     def __init__(self, spec: RunSpec, backbone: Any | None = None, servers: Any | None = None) -> None:
-        """``backbone`` overrides the configured one (tests pass a scripted double here);
-        ``servers`` is the pool of embedded model servers shared across runs."""
+        """``backbone`` overrides the configured ones (tests pass a scripted double here: one object for
+        every role, or a dict from backbone config name to object); ``servers`` is the pool of embedded
+        model servers shared across runs."""
         self.spec = spec
         self._backbone = backbone
         self._servers = servers
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
+        self.roles: dict[str, Role] = resolve_roles(spec.backbone_cfg, spec.roles_cfg, spec.method_cfg.get("roles"))
         self.progress = None
         self._done_scores: list[float] = []
         self._done_cost = 0.0
@@ -85,19 +100,46 @@ class Runner:
             # fail before any backbone call rather than after
             raise ValueError(f"benchmark {self.benchmark.name} needs benchmark.execute_code=true to be scored")
         writer = ResultWriter(self.paths, fsync=bool(spec.runner_cfg.get("fsync", False)))
-        backbone = self._backbone or await build_backbone(spec.backbone_cfg, run_dir=self.paths.root, seed=spec.seed,
-                                                          servers=self._servers)
+
+        async def build(cfg: dict[str, Any]) -> Any:
+            return await build_backbone(cfg, run_dir=self.paths.root, seed=spec.seed, servers=self._servers)
+
+        # one backbone per distinct backbone config; every role maps to one of them
+        backbones = await build_role_backbones(self.roles, build, given=self._backbone)
+        distinct = list({id(b): b for b in backbones.values()}.values())
+        try:  # core-B: a results folder belongs to one configuration (harness.identity)
+            check_run_identity(self.paths, spec.full_config, {n: backbone_identity(b) for n, b in backbones.items()},
+                               restart=bool(spec.full_config.get("restart", False)))
+        except BaseException:
+            for bb in distinct:
+                await bb.aclose()
+            raise
         started = time.time()
-        meta = run_metadata(spec, data_info.to_dict(), backbone, started=started)
+        roles_meta = role_identities(self.roles, backbones)
+        meta = run_metadata(spec, data_info.to_dict(), backbones["default"], started=started, roles=roles_meta)
         writer.write_json(self.paths.meta, meta)
         _write_yaml(self.paths.config, spec.full_config)
         cache = ResponseCache(Path(spec.cache_cfg.get("path", ".cache/responses.sqlite")),
                               spec.cache_cfg.get("mode", "read-write"))
-        sampling = {**spec.sampling, **(spec.backbone_cfg.get("sampling") or {})}
-        llm = LLMClient(backbone, cache, run_id=self._run_id(), method=self.method.name, defaults=sampling)
-        ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llm=llm,
-                         benchmark=self.benchmark,
+        clients: dict[int, LLMClient] = {}
+        for name, role in self.roles.items():
+            bb = backbones[name]
+            if id(bb) not in clients:  # roles on one backbone share its client (one concurrency limit)
+                sampling = {**spec.sampling, **(role.backbone_cfg.get("sampling") or {})}
+                clients[id(bb)] = LLMClient(bb, cache, run_id=self._run_id(), method=self.method.name,
+                                            defaults=sampling, role=name,
+                                            fail_fast_after=int(spec.runner_cfg.get("fail_fast_after", 3) or 0))
+        llms = {name: clients[id(backbones[name])] for name in self.roles}
+        ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llms=llms,
+                         benchmark=BenchmarkInfo.of(self.benchmark),
+                         adapters={name: role.adapter for name, role in self.roles.items()},
                          budgets=Budgets(**(spec.runner_cfg.get("budgets") or {})))
+        self._problems = {p.id: p for p in problems}
+        hidden = self.benchmark.hidden()
+        self._views = {p.id: ProblemView.of(p, hidden) for p in problems}
+        self._engines = Engines(self.benchmark.env_spec()) if self.benchmark.is_environment else None
+        self._trajectories = TrajectoryLog(self.paths.root / "trajectories.jsonl",
+                                           fsync=bool(spec.runner_cfg.get("fsync", False)))
         finished = writer.finished()
         self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {p.id for p in problems}]
         try:
@@ -108,12 +150,17 @@ class Runner:
             else:
                 todo = [p for p in problems if p.id not in finished]
                 await self._run_batch(todo, ctx, writer)
+        except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
+            self._aborted = str(exc)
         finally:
             if self.progress is not None:
                 self.progress.close()
-            await backbone.aclose()
+            if self._engines is not None:
+                await self._engines.aclose()
+            for bb in distinct:
+                await bb.aclose()
             cache.close()
-            metrics = self._finish(writer, problems, meta, started, llm.backbone_calls)
+            metrics = self._finish(writer, problems, meta, started, sum(c.backbone_calls for c in clients.values()))
         return metrics
 
     def _run_id(self) -> str:
@@ -149,7 +196,8 @@ class Runner:
                 continue
             todo = [p for p in members if p.id not in finished]
             fresh = dict(zip((p.id for p in todo), await self._run_batch(todo, ctx, writer)))
-            outcomes = [(p, fresh[p.id] if p.id in fresh else solution_from_record(finished[p.id])) for p in members]
+            outcomes = [(self._views[p.id], fresh[p.id] if p.id in fresh else solution_from_record(finished[p.id]))
+                        for p in members]
             self.method.end_window(outcomes)  # type: ignore[attr-defined]
             done_ids = [*done_ids[:w], [p.id for p in members]]
             writer.write_json(self.paths.method_state, {"windows_done": w + 1, "window_size": window,
@@ -157,34 +205,61 @@ class Runner:
                                                         "state": self.method.state_dict()})  # type: ignore[attr-defined]
 
     async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter) -> Solution:
-        pctx = ctx.for_problem(problem)
+        attempt = uuid.uuid4().hex[:12]
+        view = self._views[problem.id]
+        pctx = ctx.for_problem(view, writer.call_log(attempt))  # core-B: each call hits calls.jsonl as it returns
+        host = None
+        if self._engines is not None:
+            host = EnvHost(problem, engines=self._engines, custom=self.benchmark.engine(problem),
+                           max_steps=self.benchmark.max_steps, run_seed=self.spec.seed, attempt=attempt,
+                           log=self._trajectories)
+        stage = Backstage(pctx.key, self.benchmark, problem, self._problems, host)
+        token = enter(stage)  # the method's views reach the real problem only through this (harness.view)
         t0 = time.perf_counter()
         status, error = "ok", None
         try:
-            solution = await self.method.solve(problem, pctx)
+            solution = await self.method.solve(view, pctx)
             if not isinstance(solution, Solution):
                 raise TypeError(f"method {self.method.name} returned {type(solution).__name__}, not Solution")
-        except (KeyboardInterrupt, asyncio.CancelledError):
+        except (KeyboardInterrupt, asyncio.CancelledError, RunAborted):
             raise
         except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the run
             status, error = "error", f"{type(exc).__name__}: {exc}"
             solution = Solution(answer="", trace={"traceback": traceback.format_exc(limit=8)})
-        try:
-            score = await self.benchmark.score(solution.answer, problem)
-            value, extracted, details = score.value, score.extracted, score.details
-        except Exception as exc:  # noqa: BLE001 - malformed output scores 0, raw output kept
-            value, extracted, details = 0.0, None, {"scoring_error": f"{type(exc).__name__}: {exc}"}
+        finally:
+            try:
+                if host is not None:
+                    await host.close_all()
+            finally:
+                leave(token)
+        if host is not None and host.failure and status == "ok":
+            # the method caught the failure and answered anyway: still an error, never a score
+            status, error = "error", f"EnvironmentFailure: {host.failure}"
+        if status == "error":
+            value, extracted, details = 0.0, None, {"not_scored": "the problem errored"}
+        else:
+            try:
+                if host is not None:  # the environment's verdict, never the method's claim
+                    score = await self.benchmark.score_episodes(host.episodes, problem)
+                else:
+                    score = await self.benchmark.score(solution.answer, problem)
+                value, extracted, details = score.value, score.extracted, score.details
+            except Exception as exc:  # noqa: BLE001 - malformed output scores 0, raw output kept
+                value, extracted, details = 0.0, None, {"scoring_error": f"{type(exc).__name__}: {exc}"}
         summary = pctx.summary()
         rec = {
             "id": problem.id, "index": problem.index, "status": status, "error": error,
-            "attempt": uuid.uuid4().hex[:12],
+            "attempt": attempt,
             "raw_output": solution.answer, "extracted": extracted, "gold": problem.gold, "score": value,
             "score_details": details, "confidence": solution.confidence,
             "calls": summary.calls, "backbone_calls": summary.backbone_calls,
             "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
             "cost_usd": summary.cost_usd, "cost_by_stage": summary.by_stage,
             "latency_s": round(time.perf_counter() - t0, 3), "trace": solution.trace,
+            "tool_calls": [c.to_dict() for c in stage.tool_calls],
         }
+        if host is not None:
+            rec["episodes"] = [ep.to_dict() for ep in host.episodes]
         writer.append(rec, pctx.calls)
         self._done_scores.append(value)
         self._done_cost += summary.cost_usd
@@ -213,24 +288,38 @@ class Runner:
 
     def _finish(self, writer: ResultWriter, problems: list[Problem], meta: dict[str, Any], started: float,
                 backbone_calls: int) -> dict[str, Any]:
+        """Metrics from the run's files (core-B: harness.results). A write error here never masks an
+        exception already propagating (the first failure is the one reported)."""
+        pending = pending_exception()
+        writer.close()
         ids = {p.id for p in problems}
         preds = [r for r in read_jsonl_tolerant(self.paths.predictions) if r["id"] in ids]
         calls = read_jsonl_tolerant(self.paths.calls)
-        metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"))
-        metrics.update({"selected": len(problems), "complete": metrics["n"] == len(problems),
-                        "this_invocation": {"backbone_calls": backbone_calls,
-                                            "wall_s": round(time.time() - started, 3)}})
-        final = [r for r in {r["id"]: r for r in preds}.values()]
+        metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"), selected=len(problems))
+        resumed = resume_report(calls, read_jsonl_tolerant(self.paths.requests), preds, started)
+        metrics["this_invocation"] = {"backbone_calls": backbone_calls, "wall_s": round(time.time() - started, 3),
+                                      "resumed": resumed}
+        if getattr(self, "_aborted", None):
+            metrics["aborted"] = self._aborted
+        if resumed["lost_in_flight"] and self.spec.runner_cfg.get("progress", True):
+            print(f"resumed: the previous invocation was stopped with {resumed['lost_in_flight']} request(s) in "
+                  f"flight; {resumed['rebought']} re-sent now, {resumed['replayed_from_cache']} calls of interrupted "
+                  "problems replayed from the cache", file=sys.stderr)
+        final = [r for r in {r["id"]: r for r in preds}.values() if r.get("status") != "error"]
         conf = [(float(r["confidence"]), float(r["score"])) for r in final if r.get("confidence") is not None]
-        if conf:
-            thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
-            cal = calibration_metrics([c for c, _ in conf], [1.0 if s >= thr else 0.0 for _, s in conf])
-            metrics["calibration"] = {k: v for k, v in cal.items() if k != "bins"}
-            metrics["calibration"]["bins"] = cal["bins"]
-            reliability_diagram(cal, self.paths.reliability, self._run_id())
-        writer.write_json(self.paths.metrics, metrics)
-        meta["ended"] = time.time()
-        writer.write_json(self.paths.meta, meta)
+        try:
+            if conf:
+                thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
+                cal = calibration_metrics([c for c, _ in conf], [1.0 if s >= thr else 0.0 for _, s in conf])
+                metrics["calibration"] = {k: v for k, v in cal.items() if k != "bins"}
+                metrics["calibration"]["bins"] = cal["bins"]
+                reliability_diagram(cal, self.paths.reliability, self._run_id())
+            writer.write_json(self.paths.metrics, metrics)
+            meta["ended"] = time.time()
+            writer.write_json(self.paths.meta, meta)
+        except OSError:
+            if pending is None:
+                raise
         return metrics
 
 
