@@ -126,7 +126,11 @@ def adapter_identity(spec: AdapterSpec, *, served_base_sha256: str | None = None
         data = data or kv.get("training.data_sha256")
         if kv.get("adapter.lora.alpha") is not None:
             extra = {"lora_alpha": kv.get("adapter.lora.alpha"), "adapter_type": kv.get("adapter.type")}
-    out = {"name": spec.name, "sha256": path_sha256(p), "base_model": base, "training_data_sha256": data,
+    sha = path_sha256(p)
+    if side.get("sha256") and p.is_file() and side["sha256"] != sha:
+        # the sidecar describes other bytes (the file was replaced): its provenance does not apply
+        base, data, side = None, None, {}
+    out = {"name": spec.name, "sha256": sha, "base_model": base, "training_data_sha256": data,
            "path": str(p), "scale": spec.scale, "format": fmt, **{k: v for k, v in extra.items() if v is not None}}
     if served_base_sha256:
         out["served_base_sha256"] = served_base_sha256
