@@ -8,6 +8,7 @@ default, llama-cpp-python's with impl=python) on the default 0.5B model, or use
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import os
 import sys
 import textwrap
@@ -250,15 +251,14 @@ MESSAGES = [
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory):
-    import llama_cpp  # noqa: F401  (the `local` extra; `make test` installs it)
+    """llama-server (the default impl, built by `make install-server`) with 1 slot, 1 thread."""
     from harness.gguf_model import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]
     path = resolve_gguf(spec)
     log = tmp_path_factory.mktemp("llama") / "server.log"
     with ServerPool() as pool:
-        url = pool.get_or_start(path, log_path=log, n_ctx=4096, n_threads=os.cpu_count() or 2,
-                                model_alias=spec.name)
+        url = pool.get_or_start(path, log_path=log, n_ctx=4096, n_threads=1, model_alias=spec.name)
         servers = pool.servers()
         yield url, spec.name
     for s in servers:  # started by us -> stopped at the end
@@ -330,3 +330,62 @@ def test_real_concurrent_requests_are_not_truncated(real_server) -> None:
 
     outs = asyncio.run(main())
     assert all(o.usage.completion_tokens >= 5 for o in outs)
+
+
+@pytest.mark.slow
+def test_real_embedded_backbone_through_the_http_client(tmp_path: Path) -> None:
+    """The shipped `local` config end to end: llama-server with parallel slots, n>1 counted per choice,
+    and parallel: 1 bitwise-deterministic at temperature 0."""
+    from harness.backbones import build_backbone
+    from tests.conftest import compose
+
+    cfg = compose(["backbone=local", "backbone.server.n_threads=1", "backbone.server.n_ctx=2048"])["backbone"]
+    assert cfg["server"]["impl"] == "llama-server" and cfg["supports_n"]
+
+    async def main():
+        async with ServerPool(use_env=False) as pool:
+            bb = await build_backbone(cfg, run_dir=tmp_path, seed=0, servers=pool)
+            assert bb.identity()["server"] == {"impl": "llama-server", "parallel": cfg["server"]["parallel"]}
+            assert bb.cache_identity()["server"]["parallel"] == cfg["server"]["parallel"]
+            many = await bb.complete(MESSAGES, {"temperature": 0.8, "max_tokens": 24, "seed": 7}, 3)
+            single = await bb.complete(MESSAGES, {"temperature": 0.8, "max_tokens": 24, "seed": 8}, 1)
+            await bb.aclose()
+            one = await build_backbone({**cfg, "server": {**cfg["server"], "parallel": 1}}, run_dir=tmp_path,
+                                       seed=0, servers=pool)
+            greedy = [await one.complete(MESSAGES, {"temperature": 0, "max_tokens": 16}, 1) for _ in range(2)]
+            await one.aclose()
+            return many, single, greedy
+
+    many, single, greedy = asyncio.run(main())
+    assert len(many.completions) == 3 and len({c.text for c in many.completions}) >= 2
+    # choice 1 of seed 7 is the server's seed 8: same text, and its own count matches the server's usage for it
+    assert many.completions[1].text == single.completions[0].text
+    assert many.completions[1].completion_tokens == single.completions[0].completion_tokens
+    assert greedy[0].completions[0].text == greedy[1].completions[0].text
+
+
+@pytest.mark.slow
+def test_real_python_server_concurrent_requests_are_not_truncated(tmp_path: Path) -> None:
+    """server.impl=python (the optional llama-cpp-python server, kept for the bench): guards
+    --interrupt_requests False, whose default cuts the first request to 0 tokens."""
+    if importlib.util.find_spec("llama_cpp") is None:
+        pytest.skip("server.impl=python is optional and not installed here: `make install-python-server`")
+    from openai import AsyncOpenAI
+
+    from harness.gguf_model import KNOWN_MODELS, resolve_gguf
+
+    spec = KNOWN_MODELS[DEFAULT_MODEL]
+    with ServerPool(use_env=False) as pool:
+        url = pool.get_or_start(resolve_gguf(spec), log_path=tmp_path / "py.log", n_ctx=2048, n_threads=1,
+                                model_alias=spec.name, impl="python")
+
+        async def main():
+            c = AsyncOpenAI(base_url=f"{url}/v1", api_key="local", max_retries=0, timeout=300)
+            return await asyncio.gather(*[
+                c.chat.completions.create(model=spec.name, temperature=0, max_tokens=8,
+                                          messages=[{"role": "user", "content": f"Count from {i} to {i + 9}."}])
+                for i in range(2)
+            ])
+
+        outs = asyncio.run(main())
+    assert all(o.usage.completion_tokens >= 4 for o in outs)
