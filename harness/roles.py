@@ -9,7 +9,8 @@ config of its own, optionally bound to an adapter of that backbone::
 ``roles.<name>`` without a backbone uses the run's backbone (so ``roles.planner.adapter=planner``
 alone means "the run's model with the planner adapter"). A method may also list the roles it uses
 (``roles: [designer, executor]`` in its config): those not configured run on the default backbone,
-attributed to their own name. Roles that name the same backbone config share one backbone object
+attributed to their own name; a role neither configured nor declared is an error at the first call
+that names it, before any request. Roles that name the same backbone config share one backbone object
 (one server, one concurrency limit, one LLMClient); every call is attributed to its role in the ledger.
 """
 from __future__ import annotations
@@ -53,13 +54,29 @@ def is_backbone_config(node: dict[str, Any]) -> bool:
 
 def resolve_roles(default_backbone: dict[str, Any], roles_cfg: dict[str, Any] | None,
                   declared: list[str] | None = None) -> dict[str, Role]:
-    """Every role of a run by name, ``default`` first."""
+    """Every role of a run by name, ``default`` first.
+
+    ``roles_cfg`` is the config's ``roles:`` block; an entry with neither a backbone nor an adapter is
+    unset (configs/config.yaml lists the usual names that way so ``backbone@roles.<name>=...`` works
+    without a ``+``). ``declared`` is the method config's ``roles: [...]``: each runs on the default
+    backbone unless configured, and when it is given a configured role the method does not use is an
+    error (a typo would otherwise silently run everything on the default backbone).
+    """
     roles = {DEFAULT: Role(DEFAULT, dict(default_backbone))}
-    for name, node in (roles_cfg or {}).items():
+    declared = list(declared or [])
+    for name in declared:
         if not _NAME.match(str(name)) or name == DEFAULT:
-            raise ValueError(f"roles.{name}: a role name is an identifier other than '{DEFAULT}'")
+            raise ValueError(f"method roles: {name!r} must be an identifier other than '{DEFAULT}'")
+    for name, node in (roles_cfg or {}).items():
         node = dict(node or {})
         adapter = node.pop("adapter", None)
+        if not node and adapter is None:
+            continue  # unset
+        if not _NAME.match(str(name)) or name == DEFAULT:
+            raise ValueError(f"roles.{name}: a role name is an identifier other than '{DEFAULT}'")
+        if declared and name not in declared:
+            raise ValueError(f"roles.{name} is configured but the method uses only the roles {declared}; "
+                             f"fix the name or drop roles.{name}")
         if is_backbone_config(node):
             roles[name] = Role(name, node, adapter, own_backbone=True)
         elif node:
@@ -68,10 +85,8 @@ def resolve_roles(default_backbone: dict[str, Any], roles_cfg: dict[str, Any] | 
                              f"roles.{name}.adapter=<adapter name>")
         else:
             roles[name] = Role(name, dict(default_backbone), adapter)
-    for name in declared or []:
+    for name in declared:
         if name not in roles:
-            if not _NAME.match(str(name)):
-                raise ValueError(f"method roles: {name!r} is not an identifier")
             roles[name] = Role(name, dict(default_backbone))
     return roles
 

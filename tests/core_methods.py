@@ -1,0 +1,59 @@
+"""Small methods that exercise the core's roles, tools, environments and problem view (no paper)."""
+from __future__ import annotations
+
+from harness.env import EnvironmentFailure, EpisodeOver
+from harness.types import Solution
+
+
+async def env_walker(problem, ctx, *, action_override: str | None = None, override_on: str | None = None,
+                     catch_failure: bool = False, step_after_done: bool = False) -> Solution:
+    """Act in the environment with the backbone as the policy; always *claims* success."""
+    task = ctx.benchmark.render(problem)
+    trace: dict = {}
+    try:
+        async with ctx.env() as s:
+            res = await s.reset(note="start")
+            while not res.done:
+                action = (await ctx.ask(f"{task}\nNow: {res.observation}\nActions: {s.actions}", stage="act")).strip()
+                if action_override is not None and s.steps == 1 and override_on in (None, problem.id):
+                    action = action_override
+                res = await s.step(action, confidence=0.9)
+                s.record(reflection=f"after {s.steps} steps: {res.observation}")
+            trace["truncated"] = res.truncated
+            if step_after_done:
+                try:
+                    await s.step("inc")
+                except EpisodeOver as exc:
+                    trace["episode_over"] = str(exc)
+    except EnvironmentFailure as exc:
+        if not catch_failure:
+            raise
+        trace["swallowed"] = str(exc)
+    return Solution("I reached the goal: SUCCESS", confidence=1.0, trace=trace)
+
+
+async def draft_and_check(problem, ctx) -> Solution:
+    """Role ``drafter`` drafts an answer, role ``checker`` checks it (the two-role test method)."""
+    prompt = ctx.benchmark.prompt(problem, "{task} {answer_instruction}")
+    draft = await ctx.ask(prompt, stage="draft", role="drafter", max_tokens=48)
+    verdict = await ctx.ask(f"Is this answer correct? Reply yes or no.\n{draft}", stage="check", role="checker",
+                            max_tokens=8)
+    return Solution(draft, trace={"verdict": verdict})
+
+
+async def uses_unknown_role(problem, ctx) -> Solution:
+    await ctx.ask("hello", stage="x", role="nonexistent")
+    return Solution("unreachable")
+
+
+async def tool_user(problem, ctx) -> Solution:
+    names = [t.name for t in ctx.tools]
+    looked = await ctx.call_tool("lookup", key=problem.fields["q"])
+    tests = await ctx.benchmark.run_public_tests("ANSWER: 4", problem)
+    errors = []
+    for bad in ("nope", "broken"):
+        try:
+            await ctx.call_tool(bad)
+        except Exception as exc:  # noqa: BLE001 - the test checks both are recorded / reported
+            errors.append(type(exc).__name__)
+    return Solution(f"ANSWER: {looked}", trace={"tools": names, "tests": tests, "errors": errors})
