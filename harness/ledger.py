@@ -71,6 +71,7 @@ class CallRecord:
     adapter_sha256: str | None = None
     attempts: int = 1                   # requests sent for this record (1 + retries)
     error_kind: str | None = None       # BackboneError.kind ("connection", "timeout", "null_content", ...)
+    request: str | None = None          # id of the request (requests.jsonl has its line from when it was sent)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # flat fields: a shallow copy is the record (asdict's deep copy cost ~20 us)
@@ -133,14 +134,21 @@ class CallLog(list):
     """One problem attempt's calls. Each record appended is also written to ``calls.jsonl`` at once (tagged
     with the attempt id), so the file is the bill even when the problem later errors or the run is killed."""
 
-    def __init__(self, ledger: "LedgerFile", attempt: str) -> None:
+    def __init__(self, ledger: "LedgerFile", attempt: str, journal: "LedgerFile | None" = None) -> None:
         super().__init__()
         self.ledger = ledger
         self.attempt = attempt
+        self.journal = journal
 
     def append(self, record: CallRecord) -> None:  # type: ignore[override]
         super().append(record)
         self.ledger.write({**record.to_dict(), "attempt": self.attempt})
+
+    def sent(self, request: str, key: str, problem_id: str) -> None:
+        """A request is about to go out: journal it, so a kill before it returns is still on record."""
+        if self.journal is not None:
+            self.journal.write({"request": request, "key": key, "problem_id": problem_id, "attempt": self.attempt,
+                                "time": time.time()})
 
 
 class LedgerFile:

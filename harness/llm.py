@@ -17,11 +17,12 @@ import asyncio
 import hashlib
 import json
 import time
+import uuid
 from typing import Any, Callable
 
 from harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
 from harness.cache import ResponseCache, cache_key
-from harness.ledger import CallRecord, flops_estimate
+from harness.ledger import CallLog, CallRecord, flops_estimate
 from harness.types import Completion, Message
 
 
@@ -65,6 +66,7 @@ class LLMClient:
         self.ok_calls = 0        # requests that returned completions
         self.failed_calls = 0    # requests that failed for good
         self.first_error: str | None = None
+        self._invocation = uuid.uuid4().hex[:8]
 
     # ---- adapters ---------------------------------------------------------------------------------------
     def adapter_identity(self, adapter: str | None) -> dict[str, Any] | None:
@@ -130,9 +132,12 @@ class LLMClient:
             raise RunAborted(f"{self.failed_calls} backbone calls failed and none succeeded "
                              f"(first: {self.first_error})")
         kwargs = {} if call.adapter is None else {"adapter": call.adapter}
-        start = time.perf_counter()
         async with self._sem:
             self.backbone_calls += 1
+            rid = f"{self._invocation}-{self.backbone_calls}"
+            if call.journal is not None:
+                call.journal.sent(rid, per_sample[group[0]][1], call.problem_id)
+            start = time.perf_counter()
             try:
                 res = await self.backbone.complete(messages, params, len(group), **kwargs)
                 comps = list(res.completions)
@@ -142,7 +147,7 @@ class LLMClient:
                                         f"n={len(group)}; set supports_n: false in its config")
             except asyncio.CancelledError:
                 call.failure(time.perf_counter() - start, group[0], params, "cancelled: the run stopped while "
-                             "this request was in flight", "cancelled", 1, None)
+                             "this request was in flight", "cancelled", 1, None, rid)
                 raise
             except Exception as exc:  # noqa: BLE001 - recorded, then raised to the method
                 self.failed_calls += 1
@@ -152,7 +157,8 @@ class LLMClient:
                 attempts = getattr(exc, "attempts", 1)
                 call.failure(time.perf_counter() - start, group[0], params, msg,
                              getattr(exc, "kind", None) or type(exc).__name__,
-                             1 if attempts is None else int(attempts), list(getattr(exc, "retry_log", None) or []))
+                             1 if attempts is None else int(attempts), list(getattr(exc, "retry_log", None) or []),
+                             rid)
                 raise
         self.ok_calls += 1
         latency = res.latency_s / len(group)
@@ -162,22 +168,24 @@ class LLMClient:
             results[idx] = comp
             first = j == 0
             call.record(comp, latency, False, res.retries + 1 if first else 1, idx, p,
-                        res.retry_log if first else None)
+                        res.retry_log if first else None, rid)
 
 
 class _Call:
     """Writes the ledger records of one ``generate`` call (shared fields computed once)."""
 
-    __slots__ = ("llm", "sink", "problem_id", "stage", "role", "adapter", "adapter_sha256")
+    __slots__ = ("llm", "sink", "problem_id", "stage", "role", "adapter", "adapter_sha256", "journal")
 
     def __init__(self, llm: LLMClient, sink: Callable[[CallRecord], None], problem_id: str, stage: str, role: str,
                  adapter: str | None, adapter_identity: dict[str, Any] | None) -> None:
         self.llm, self.sink, self.problem_id, self.stage, self.role = llm, sink, problem_id, stage, role
         self.adapter = adapter
         self.adapter_sha256 = None if adapter_identity is None else adapter_identity.get("sha256")
+        owner = getattr(sink, "__self__", None)  # a CallLog (the runner's) also journals requests as sent
+        self.journal = owner if isinstance(owner, CallLog) else None
 
     def record(self, comp: Completion, latency: float, hit: bool, attempts: int, idx: int, params: dict[str, Any],
-               retry_log: list[str] | None = None) -> None:
+               retry_log: list[str] | None = None, request: str | None = None) -> None:
         bb = self.llm.backbone
         tokens = comp.prompt_tokens + comp.completion_tokens
         self.sink(CallRecord(
@@ -188,10 +196,10 @@ class _Call:
             flops=flops_estimate(bb.params, tokens), sample_index=idx, seed=params.get("seed"),
             temperature=params.get("temperature"), time=time.time(), retry_log=retry_log or None,
             finish_reason=comp.finish_reason, role=self.role, model_identity=self.llm.model_identity,
-            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts))
+            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts, request=request))
 
     def failure(self, latency: float, idx: int, params: dict[str, Any], error: str, kind: str, attempts: int,
-                retry_log: list[str] | None) -> None:
+                retry_log: list[str] | None, request: str | None) -> None:
         bb = self.llm.backbone
         self.sink(CallRecord(
             run_id=self.llm.run_id, problem_id=self.problem_id, method=self.llm.method, stage=self.stage,
@@ -199,4 +207,4 @@ class _Call:
             retries=max(0, attempts - 1), cost_usd=0.0, flops=None, sample_index=idx, seed=params.get("seed"),
             temperature=params.get("temperature"), time=time.time(), error=error[:500], retry_log=retry_log or None,
             role=self.role, model_identity=self.llm.model_identity, adapter=self.adapter,
-            adapter_sha256=self.adapter_sha256, attempts=attempts, error_kind=kind))
+            adapter_sha256=self.adapter_sha256, attempts=attempts, error_kind=kind, request=request))

@@ -1,19 +1,36 @@
 """The run folder: append-only predictions and ledger, metrics, config and metadata.
 
-``predictions.jsonl`` and ``calls.jsonl`` are appended and flushed as each
-problem completes (a problem's calls are written just before its prediction),
-so an interrupted run loses nothing finished and a re-run resumes by id.
+``calls.jsonl`` gets one line per backbone request the moment it returns or fails (the bill, even for
+problems that later error or are killed); ``requests.jsonl`` one line per request when it is sent (so a
+resume can tell how many were in flight when a run was killed); ``predictions.jsonl`` one line per problem
+when it completes. An interrupted run loses nothing finished and a re-run resumes by id.
+
+Errors are not wrong answers: a problem whose method raised is ``status: error``, left out of the headline
+score, counted in ``n_errors`` and retried by the next run; a run with any error is ``complete: false``.
 """
 from __future__ import annotations
 
 import json
 import math
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ledger import CallRecord, CallSummary
+from harness.ledger import CallLog, CallRecord, CallSummary, LedgerFile
+
+
+class ResultsWriteError(OSError):
+    """The results folder cannot be written (read-only, full, gone): one line naming the path and errno."""
+
+    def __init__(self, path: Path, exc: OSError) -> None:
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+        self.path = path
+
+    def __str__(self) -> str:
+        return (f"cannot write {self.path}: [Errno {self.errno}] {self.strerror}; finished problems already on "
+                "disk are kept: free space or fix permissions (or pick another results_root=...) and re-run")
 
 
 @dataclass(frozen=True)
@@ -34,6 +51,10 @@ class RunPaths:
     def method_state(self) -> Path: return self.root / "method_state.json"
     @property
     def reliability(self) -> Path: return self.root / "reliability.png"
+    @property
+    def identity(self) -> Path: return self.root / "identity.json"
+    @property
+    def requests(self) -> Path: return self.root / "requests.jsonl"
 
 
 def read_jsonl_tolerant(path: Path) -> list[dict[str, Any]]:
@@ -67,9 +88,23 @@ class ResultWriter:
     def __init__(self, paths: RunPaths, fsync: bool = False) -> None:
         self.paths = paths
         self.fsync = fsync
-        paths.root.mkdir(parents=True, exist_ok=True)
-        self._repair(paths.predictions)
-        self._repair(paths.calls)
+        try:
+            paths.root.mkdir(parents=True, exist_ok=True)
+            self._repair(paths.predictions)
+            self._repair(paths.calls)
+            self._repair(paths.requests)
+        except OSError as exc:
+            raise ResultsWriteError(Path(exc.filename or paths.root), exc) from exc
+        self.ledger = LedgerFile(paths.calls, fsync=fsync)
+        self.journal = LedgerFile(paths.requests)
+
+    def call_log(self, attempt: str) -> CallLog:
+        """The list a problem attempt's calls go into: each is written to ``calls.jsonl`` as it is added."""
+        return CallLog(self.ledger, attempt, journal=self.journal)
+
+    def close(self) -> None:
+        self.ledger.close()
+        self.journal.close()
 
     @staticmethod
     def _repair(path: Path) -> None:
@@ -91,8 +126,12 @@ class ResultWriter:
                 if v.get("status") != "error"}
 
     def append(self, prediction: dict[str, Any], calls: list[CallRecord]) -> None:
-        """Write one problem's calls (tagged with its attempt id), then its prediction."""
-        if calls:
+        """Write one problem's calls (tagged with its attempt id) unless a :class:`CallLog` wrote them as they
+        happened, then its prediction."""
+        if isinstance(calls, CallLog):
+            if calls.attempt != prediction["attempt"]:
+                raise ValueError(f"prediction attempt {prediction['attempt']} != its calls' {calls.attempt}")
+        elif calls:
             with open(self.paths.calls, "a", encoding="utf-8") as fh:
                 for c in calls:
                     fh.write(json.dumps({**c.to_dict(), "attempt": prediction["attempt"]}, ensure_ascii=False) + "\n")
@@ -106,34 +145,102 @@ class ResultWriter:
                 os.fsync(fh.fileno())
 
     def write_json(self, path: Path, obj: Any) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
+        """Atomic write (temporary file, then rename); on failure no ``.tmp`` is left behind."""
+        write_json_atomic(path, obj)
+
+
+def write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    text = json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
         os.replace(tmp, path)
+    except OSError as exc:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+        raise ResultsWriteError(path, exc) from exc
 
 
-def compute_metrics(predictions: list[dict[str, Any]], calls: list[dict[str, Any]], metric: str) -> dict[str, Any]:
-    """Score mean and standard error plus cost totals, from the run's own files."""
-    preds = list(latest_by_id(predictions).values())
-    scores = [float(p["score"]) for p in preds]
+def pending_exception() -> BaseException | None:
+    """The exception propagating through the caller's ``finally`` (so a later write error does not mask it)."""
+    return sys.exc_info()[1]
+
+
+def compute_metrics(predictions: list[dict[str, Any]], calls: list[dict[str, Any]], metric: str,
+                    selected: int | None = None) -> dict[str, Any]:
+    """Headline over answered problems, errors counted apart, cost totals and per-role/per-stage aggregates,
+    from the run's own files.
+
+    ``totals``/``by_role``/``by_stage`` cover the final attempt of each answered problem (what the reported
+    answers cost); ``bill`` covers every line of ``calls.jsonl`` (errored and interrupted attempts too).
+    """
+    preds = sorted(latest_by_id(predictions).values(), key=lambda p: (p.get("index") is None, p.get("index") or 0))
+    answered = [p for p in preds if p.get("status") != "error"]
+    errored = [p for p in preds if p.get("status") == "error"]
+    scores = [float(p["score"]) for p in answered]
     n = len(scores)
     mean = sum(scores) / n if n else float("nan")
     var = sum((s - mean) ** 2 for s in scores) / (n - 1) if n > 1 else 0.0
-    kept = {p["attempt"] for p in preds}
-    # calls of an errored-then-retried attempt stay in the ledger; totals count final attempts only
+    kept = {p["attempt"] for p in answered}
+    # calls of an errored-then-retried attempt stay in the ledger; totals count final answered attempts only
     final_calls = [c for c in calls if c.get("attempt") in kept]
     s = CallSummary.of(final_calls)
+    bill = CallSummary.of(calls)
+    selected = len(preds) if selected is None else selected
+    first_error = None
+    if errored:
+        e = errored[0]
+        kinds = [c.get("error_kind") for c in calls if c.get("attempt") == e.get("attempt") and c.get("error")]
+        first_error = {"id": e["id"], "error": e.get("error"), "kind": kinds[0] if kinds else None}
+    totals = s.to_dict()
+    by_role, by_stage = totals.pop("by_role"), totals.pop("by_stage")
+    totals["by_stage"] = by_stage  # kept where existing readers look for it
+    bill_d = bill.to_dict()
     return {
         "metric": metric,
         "score": mean,
         "score_pct": 100 * mean if n else float("nan"),
         "n": n,
+        "n_errors": len(errored),
+        "selected": selected,
+        "complete": not errored and n == selected,
+        "first_error": first_error,
         "stderr": math.sqrt(var / n) if n > 1 else 0.0,
-        "n_errors": sum(1 for p in preds if p.get("status") == "error"),
-        "n_empty": sum(1 for p in preds if not (p.get("raw_output") or "").strip()),
-        "totals": s.to_dict(),
+        "n_empty": sum(1 for p in answered if not (p.get("raw_output") or "").strip()),
+        "totals": totals,
+        "by_role": by_role,
+        "by_stage": by_stage,
+        "bill": {k: bill_d[k] for k in ("calls", "backbone_calls", "errors", "prompt_tokens", "completion_tokens",
+                                         "cost_usd", "billed_usd")},
         "per_problem": {
             "cost_usd": s.cost_usd / n if n else 0.0,
             "calls": s.calls / n if n else 0.0,
             "tokens": (s.prompt_tokens + s.completion_tokens) / n if n else 0.0,
         },
     }
+
+
+def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], predictions: list[dict[str, Any]],
+                  started: float) -> dict[str, Any]:
+    """What earlier interrupted invocations cost this one.
+
+    ``lost_in_flight``: requests sent before this invocation that never got a ledger line (in flight at a
+    kill); ``rebought``: of this invocation's requests, those re-sending one of them (what the kill cost);
+    ``replayed_from_cache``: calls of problems interrupted earlier that this invocation took from the cache
+    (paid once, not again)."""
+    recorded = {c.get("request") for c in calls if c.get("request") and c.get("error_kind") != "cancelled"}
+    lost_keys = {r.get("key") for r in requests if r.get("time", 0) < started and r.get("request") not in recorded}
+    now_sent = [r for r in requests if r.get("time", 0) >= started]
+    finished_attempts = {p.get("attempt") for p in predictions}
+    interrupted = {c.get("attempt") for c in calls if c.get("time", 0) < started} - finished_attempts
+    interrupted_problems = {c.get("problem_id") for c in calls if c.get("attempt") in interrupted}
+    interrupted_problems |= {r.get("problem_id") for r in requests
+                             if r.get("time", 0) < started and r.get("key") in lost_keys}
+    now = [c for c in calls if c.get("time", 0) >= started and c.get("problem_id") in interrupted_problems]
+    return {"interrupted_problems": len(interrupted_problems - {None}),
+            "lost_in_flight": len(lost_keys),
+            "rebought": sum(1 for r in now_sent if r.get("key") in lost_keys),
+            "replayed_from_cache": sum(1 for c in now if c.get("cache_hit"))}

@@ -13,9 +13,49 @@ from harness.runner import run_spec, spec_from_config
 
 # Errors a user can fix from the message alone: print it without a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, ValueError, KeyError, RuntimeError)
+EXIT_USER_ERROR, EXIT_INCOMPLETE, EXIT_INTERRUPTED = 2, 3, 130
+
+#: What to do about the first error of an incomplete run, by BackboneError kind (None: not a backbone error).
+FIXES = {
+    "connection": "the backbone server is unreachable: check backbone.base_url and that the server is running",
+    "timeout": "the backbone did not answer in time: check the server, or raise backbone.retry.timeout_s",
+    "http_429": "the backbone rate-limits this run: lower backbone.max_concurrency or wait",
+    "http_4xx": "the backbone refused the request: check the API key, backbone.model and the sampling options",
+    "unknown_adapter": "an adapter name is not loaded by its backbone: check roles.<role>.adapter and "
+                       "backbone.adapters",
+    "aborted": "every backbone call failed: check the backbone (URL, key, server log) before re-running",
+}
+BROKEN_REPLIES = "the backbone sent broken replies (see its log): fix the server"
+
+
+class RunIncomplete(RuntimeError):
+    """A run ended with errored or missing problems: its metrics are not a result to report."""
+
+
+def incomplete_message(metrics: dict) -> str:
+    """One line: what failed, how many, and the fix."""
+    first = metrics.get("first_error") or {}
+    kind = first.get("kind")
+    if kind in FIXES:
+        fix = FIXES[kind]
+    elif kind in ("http_5xx", "null_content", "empty_content", "bad_json", "empty_choices", "error_body"):
+        fix = BROKEN_REPLIES
+    elif first:
+        fix = "see the traceback in predictions.jsonl (trace.traceback) of that problem"
+    else:
+        fix = "re-run to finish the remaining problems"
+    n_err, selected = metrics.get("n_errors", 0), metrics.get("selected", 0)
+    head = (f"run stopped early ({metrics['aborted']}); " if metrics.get("aborted") else "")
+    what = (f"{n_err} of {selected} problems failed (first, {first.get('id')}: {first.get('error')})" if n_err else
+            f"{selected - metrics.get('n', 0)} of {selected} problems have no answer")
+    return (f"run incomplete: {head}{what}; fix: {fix}; then re-run the same command: answered problems are kept "
+            "and the failed ones are retried")
 
 
 def run_from_config(container: dict) -> dict:
+    from harness.validate import validate_run_config
+
+    validate_run_config(container)
     spec = spec_from_config(container)
     metrics = run_spec(spec)
     from harness.logging_wandb import WandbLogger
@@ -28,6 +68,8 @@ def run_from_config(container: dict) -> dict:
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
             "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"]}
     print(json.dumps(line))
+    if not metrics.get("complete"):
+        raise RunIncomplete(incomplete_message(metrics))
     return metrics
 
 
@@ -50,11 +92,29 @@ def guarded(body: Callable[[dict], dict], cfg: DictConfig) -> float:
         metrics = body(OmegaConf.to_container(cfg, resolve=True, throw_on_missing=True))  # type: ignore[arg-type]
     except KeyboardInterrupt:
         print("interrupted: finished problems are saved; re-run the same command to resume", file=sys.stderr)
-        raise SystemExit(130)
+        raise SystemExit(EXIT_INTERRUPTED)
+    except RunIncomplete as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(EXIT_INCOMPLETE)
+    except OSError as exc:
+        if isinstance(exc, FileNotFoundError) and not exc.errno:
+            print(f"error: {exc}", file=sys.stderr)  # our own "missing file, run make data" messages
+        else:
+            print(f"error: {disk_message(exc)}", file=sys.stderr)
+        raise SystemExit(EXIT_USER_ERROR)
     except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2)
+        raise SystemExit(EXIT_USER_ERROR)
     return float(metrics["score"])
+
+
+def disk_message(exc: OSError) -> str:
+    """One line naming the path and errno of a failed read or write (a full or read-only results disk)."""
+    from harness.results import ResultsWriteError
+
+    if isinstance(exc, ResultsWriteError) or not exc.errno:
+        return str(exc)
+    return f"{exc.filename or '(unknown path)'}: [Errno {exc.errno}] {exc.strerror}"
 
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")

@@ -100,11 +100,15 @@ def test_a_failing_problem_scores_zero_keeps_going_and_is_retried(tmp_path, tiny
     preds, _, _ = load(spec)
     bad = [p for p in preds if p["id"] == "p3"][0]
     assert bad["status"] == "error" and "boom" in bad["error"] and bad["score"] == 0
-    assert metrics["n"] == 8 and metrics["n_errors"] == 1
+    # an error is not a wrong answer: out of the headline, counted apart, and the run is not complete
+    assert metrics["n"] == 7 and metrics["n_errors"] == 1 and metrics["complete"] is False
+    assert metrics["first_error"]["id"] == "p3" and "boom" in metrics["first_error"]["error"]
+    answered = [p["score"] for p in preds if p["id"] != "p3"]
+    assert metrics["score"] == pytest.approx(sum(answered) / 7)
     again = run(spec, ScriptedBackbone(arithmetic))
     preds, _, _ = load(spec)
     assert [p["id"] for p in preds].count("p3") == 2  # retried on resume; the others were skipped
-    assert len(preds) == 9 and again["n"] == 8
+    assert len(preds) == 9 and again["n"] == 7 and again["n_errors"] == 1  # p3 fails again: still an error
 
 
 def test_malformed_output_scores_zero_with_raw_output_kept(tmp_path, tiny_data):

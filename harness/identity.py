@@ -1,0 +1,160 @@
+"""A results folder belongs to exactly one resolved configuration.
+
+``identity.json`` holds a hash of the resolved config (without the keys that cannot change an answer:
+progress bar, concurrency, fsync, logger, cache location, problem selection, ...) and of every role's
+backbone identity (model, model file hash, adapters). A resumed run must match it; otherwise answers of two
+configurations would be mixed in one folder while ``config.yaml`` claims the newer one. On a mismatch the
+run is refused with the differing keys and the two fixes: a new ``experiment=...`` or ``restart=true``.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.results import RunPaths, write_json_atomic
+
+#: Dotted keys that never change what a run answers (or whose effect is recomputed from the files each run).
+NEUTRAL_KEYS = (
+    "experiment", "results_root", "logger", "cache", "restart", "limit", "sample", "dry_run",
+    "benchmark.limit", "benchmark.sample",
+    "runner.progress", "runner.max_concurrent_problems", "runner.fsync", "runner.fail_fast_after",
+    "runner.correct_threshold",
+)
+#: Keys of a backbone config (the run's and each role's) that do not change its outputs.
+NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "retry", "api_key_env", "server.n_threads", "base_url")
+
+#: Files that make up a run's results (removed by ``restart=true``; server.log is kept).
+RUN_FILES = ("predictions.jsonl", "calls.jsonl", "requests.jsonl", "metrics.json", "method_state.json",
+             "identity.json", "meta.json", "config.yaml", "reliability.png")
+
+
+class IdentityMismatch(ValueError):
+    """The folder holds results of another configuration."""
+
+
+def _drop(d: dict[str, Any], dotted: str) -> None:
+    head, _, rest = dotted.partition(".")
+    if head not in d:
+        return
+    if not rest:
+        d.pop(head)
+    elif isinstance(d[head], dict):
+        _drop(d[head], rest)
+
+
+def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
+    """The part of a resolved config that can change outputs."""
+    cfg = copy.deepcopy(resolved)
+    for k in NEUTRAL_KEYS:
+        _drop(cfg, k)
+    backbones = [cfg.get("backbone")] + list((cfg.get("roles") or {}).values())
+    for bb in backbones:
+        if isinstance(bb, dict):
+            for k in NEUTRAL_BACKBONE_KEYS:
+                _drop(bb, k)
+    return _prune(cfg)
+
+
+def _prune(d: dict[str, Any]) -> dict[str, Any]:
+    """Drop blocks left empty (an absent ``runner:`` and one holding only neutral keys are the same)."""
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = _prune(v)
+            if not v:
+                continue
+        out[k] = v
+    return out
+
+
+def backbone_identity(backbone: Any) -> dict[str, Any]:
+    """What distinguishes a backbone's outputs: its cache identity, its model name and its adapters
+    (content hashes; paths differ between machines and are left out)."""
+    from harness.llm import model_identity
+
+    adapters = {}
+    for name, ident in sorted((getattr(backbone, "adapters", None) or {}).items()):
+        adapters[name] = {k: v for k, v in dict(ident).items() if k != "path"}
+    return {"model": backbone.model, "model_identity": model_identity(backbone),
+            "cache_identity": backbone.cache_identity(), "adapters": adapters}
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def identity_document(resolved_config: dict[str, Any], backbone_identities: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    cfg = json.loads(json.dumps(output_config(resolved_config), default=str))
+    bbs = json.loads(json.dumps(backbone_identities, default=str))
+    return {"version": 1, "identity_sha256": _sha({"config": cfg, "backbones": bbs}), "config_sha256": _sha(cfg),
+            "backbones_sha256": _sha(bbs), "config": cfg, "backbones": bbs, "created": time.time()}
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(obj, dict):
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}{k}."))
+        return out or {prefix.rstrip("."): {}}
+    return {prefix.rstrip("."): obj}
+
+
+def differing_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old → new`` for every dotted key whose value differs."""
+    a, b = _flatten(old), _flatten(new)
+    out = []
+    for k in sorted(set(a) | set(b)):
+        if a.get(k, "<absent>") != b.get(k, "<absent>"):
+            out.append(f"{k}: {_short(a.get(k, '<absent>'))} -> {_short(b.get(k, '<absent>'))}")
+    return out
+
+
+def _short(v: Any) -> str:
+    s = json.dumps(v, default=str) if not isinstance(v, str) else v
+    return s if len(s) <= 60 else s[:57] + "..."
+
+
+def check_run_identity(paths: RunPaths, resolved_config: dict[str, Any],
+                       backbone_identities: dict[str, dict[str, Any]], restart: bool = False) -> dict[str, Any]:
+    """Refuse to resume a folder written by another configuration; record the identity of a new one.
+
+    ``backbone_identities`` maps each role ("default" = the run's backbone) to :func:`backbone_identity`.
+    ``restart=True`` removes the folder's run files first (the response cache still replays their calls).
+    Folders written before identity.json existed are checked against their config.yaml.
+    """
+    doc = identity_document(resolved_config, backbone_identities)
+    root = paths.root
+    if restart:
+        for name in RUN_FILES:
+            try:
+                (root / name).unlink()
+            except FileNotFoundError:
+                pass
+    old: dict[str, Any] | None = None
+    if paths.identity.exists():
+        old = json.loads(paths.identity.read_text(encoding="utf-8"))
+        if old.get("identity_sha256") == doc["identity_sha256"]:
+            return old
+        diffs = differing_keys(old.get("config") or {}, doc["config"])
+        diffs += [f"backbone identity {d}" for d in differing_keys(old.get("backbones") or {}, doc["backbones"])]
+    elif paths.config.exists() and (paths.predictions.exists() or paths.calls.exists()):
+        import yaml
+
+        legacy = json.loads(json.dumps(output_config(yaml.safe_load(paths.config.read_text(encoding="utf-8")) or {}),
+                                       default=str))
+        diffs = differing_keys(legacy, doc["config"])
+    else:
+        diffs = []
+    if diffs:
+        shown = "; ".join(diffs[:8]) + (f"; ... ({len(diffs) - 8} more)" if len(diffs) > 8 else "")
+        raise IdentityMismatch(
+            f"{root} holds results of another configuration (differs: {shown}); resuming would mix answers of "
+            "both. Either give this configuration its own folder with experiment=<new name>, or discard that "
+            "folder's results and start over with restart=true")
+    root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(paths.identity, doc)
+    return doc
