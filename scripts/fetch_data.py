@@ -119,6 +119,16 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # noqa: BLE001 - report every file, then fail
             failures.append(f"{rel}: {exc}")
             print(f"ERR {rel}: {exc}", file=sys.stderr)
+    # envs helper: the agent environments' files (ALFWorld games, WebShop products), see envs/data.py
+    from envs.data import fetch_alfworld, fetch_webshop
+
+    try:
+        print(fetch_alfworld(dest, shared))
+    except Exception as exc:  # noqa: BLE001 - reported like the other files
+        failures.append(f"alfworld: {exc}")
+        print(f"ERR alfworld: {exc}", file=sys.stderr)
+    for line in fetch_webshop(dest, shared):
+        print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)  # missing WebShop files: not fatal
     if failures:
         print(f"{len(failures)} file(s) missing; the benchmarks that need them will say so", file=sys.stderr)
     print(f"data directory: {dest.resolve()}")
