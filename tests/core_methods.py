@@ -44,16 +44,3 @@ async def draft_and_check(problem, ctx) -> Solution:
 async def uses_unknown_role(problem, ctx) -> Solution:
     await ctx.ask("hello", stage="x", role="nonexistent")
     return Solution("unreachable")
-
-
-async def tool_user(problem, ctx) -> Solution:
-    names = [t.name for t in ctx.tools]
-    looked = await ctx.call_tool("lookup", key=problem.fields["q"])
-    tests = await ctx.benchmark.run_public_tests("ANSWER: 4", problem)
-    errors = []
-    for bad in ("nope", "broken"):
-        try:
-            await ctx.call_tool(bad)
-        except Exception as exc:  # noqa: BLE001 - the test checks both are recorded / reported
-            errors.append(type(exc).__name__)
-    return Solution(f"ANSWER: {looked}", trace={"tools": names, "tests": tests, "errors": errors})
