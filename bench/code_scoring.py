@@ -223,6 +223,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per side and pass; the fastest counts")
     ap.add_argument("--timeout", type=float, default=3.0, help="per-sample timeout on both sides (official default)")
+    ap.add_argument("--passes", default="canonical,broken,cheat", help="comma-separated passes to run")
     ap.add_argument("--worker", nargs=3, metavar=("SIDE", "PASS", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--official-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -240,7 +241,10 @@ def main() -> None:
         tmp = Path(tmp_name)
         official, how = official_copy(tmp)
         print(f"official: {how}" if official else f"official: NOT RUN: {how}")
+        wanted = [p.strip() for p in args.passes.split(",") if p.strip()]
         for name, samples in make_passes(rows).items():
+            if name not in wanted:
+                continue
             n_bad = sum(s["completion"] != rows[s["task_id"]]["canonical_solution"] for s in samples)
             ours_wall, ours_cpu, ours_walls, ours = best_of(args.repeats, lambda: measure("ours", name, args, tmp))
             line = (f"[{name}] {n_bad}/{len(samples)} broken or cheating | ours: {sum(ours.values())} passed, "

@@ -4,6 +4,13 @@ reads run data."""
 # Part of the runner program (see evaluators/sandbox/child/__init__.py). Never imported by the harness:
 # its text runs in the sandbox's own `python -I -S -B -u -c`, concatenated with its siblings (one namespace).
 
+# Standard-library modules benchmark code and solutions commonly import (HumanEval prompts import
+# typing in 21 of 164 problems: ~8 ms cold, in both processes of a run). Preloading changes nothing
+# a run can observe except time: each process gets its own copy-on-write view.
+PRELOAD = ("typing", "math", "random", "copy", "string", "collections", "re", "hashlib", "itertools", "functools",
+           "heapq", "bisect", "statistics", "fractions", "decimal", "operator", "datetime", "json", "numbers")
+
+
 def _serve(ctl_fd, namespaces, n_spares):
     """Fork server: one warm, trusted process that keeps spare runners ready.
 
@@ -21,6 +28,11 @@ def _serve(ctl_fd, namespaces, n_spares):
     except Exception:
         pass
     trusted_tables()
+    for name in PRELOAD:  # imported once here, not twice per run (test side + solution side)
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
     gc.collect()
     gc.freeze()  # forked runners share these objects; a collection there would copy their pages
     sock = socket.socket(fileno=ctl_fd)
