@@ -32,11 +32,11 @@ async def env_walker(problem, ctx, *, action_override: str | None = None, overri
     return Solution("I reached the goal: SUCCESS", confidence=1.0, trace=trace)
 
 
-async def draft_and_check(problem, ctx) -> Solution:
-    """Role ``drafter`` drafts an answer, role ``checker`` checks it (the two-role test method)."""
+async def draft_and_check(problem, ctx, *, draft_tokens: int = 48) -> Solution:
+    """Role ``designer`` drafts an answer, role ``critic`` checks it (the two-role test method)."""
     prompt = ctx.benchmark.prompt(problem, "{task} {answer_instruction}")
-    draft = await ctx.ask(prompt, stage="draft", role="drafter", max_tokens=48)
-    verdict = await ctx.ask(f"Is this answer correct? Reply yes or no.\n{draft}", stage="check", role="checker",
+    draft = await ctx.ask(prompt, stage="draft", role="designer", max_tokens=draft_tokens)
+    verdict = await ctx.ask(f"Is this answer correct? Reply yes or no.\n{draft}", stage="check", role="critic",
                             max_tokens=8)
     return Solution(draft, trace={"verdict": verdict})
 
@@ -44,3 +44,12 @@ async def draft_and_check(problem, ctx) -> Solution:
 async def uses_unknown_role(problem, ctx) -> Solution:
     await ctx.ask("hello", stage="x", role="nonexistent")
     return Solution("unreachable")
+
+
+async def same_prompt_as_roles(problem, ctx, *, roles: list, adapters: list | None = None) -> Solution:
+    """The same prompt asked once per role (and optional explicit adapter): what the cache shares."""
+    texts = []
+    for i, role in enumerate(roles):
+        adapter = (adapters or [None] * len(roles))[i]
+        texts.append(await ctx.ask(problem.fields["q"], stage=f"ask{i}", role=role, adapter=adapter))
+    return Solution(texts[-1], trace={"texts": texts})
