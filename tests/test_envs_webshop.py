@@ -309,3 +309,18 @@ def test_unverified_product_files_are_refused_unless_allowed_and_then_labelled(t
     assert len(problems) == 4 and "not WebShop" in info.split
     assert problems[0].id == "fixed_0" and problems[0].fields == {"goal_index": 0}
     assert problems[0].gold["instruction_text"]  # the goal is scorer-side
+
+
+def test_noun_tagger_choice_is_recorded():
+    import importlib.util
+
+    from envs.webshop.reward import noun_tagger
+
+    assert noun_tagger("fallback")[1] == "fallback:content-words-v1"
+    has_model = importlib.util.find_spec("en_core_web_sm") is not None
+    assert noun_tagger("auto")[1].startswith("spacy:en_core_web_sm" if has_model else "fallback:")
+    if not has_model:
+        with pytest.raises(RuntimeError, match="noun_tagger=fallback"):
+            noun_tagger("spacy")
+    with pytest.raises(ValueError):
+        noun_tagger("nltk")

@@ -63,6 +63,11 @@ def noun_tagger(kind: str = "auto") -> tuple[Callable[[str], list[str]], str]:
     """(tagger, recorded name). ``auto``: spaCy's en_core_web_sm when installed, else the fallback."""
     if kind not in ("auto", "spacy", "fallback"):
         raise ValueError(f"webshop noun_tagger={kind!r}: choose auto, spacy or fallback")
+    if kind == "auto":
+        import importlib.util
+
+        if importlib.util.find_spec("en_core_web_sm") is None:  # no model: skip spaCy's slow import
+            return fallback_nouns, "fallback:content-words-v1"
     if kind in ("auto", "spacy"):
         try:
             import spacy
