@@ -2,7 +2,9 @@
 
 Methods are named in ``configs/method/*.yaml`` by ``solver: module:attr``. A
 function is called as ``fn(problem, ctx, **params)``; a class is built as
-``cls(**params)`` and must have ``async solve(problem, ctx)``.
+``cls(**params)`` and must have ``async solve(problem, ctx)``. ``problem`` is the
+gold-free :class:`~harness.view.ProblemView`; ``roles: [...]`` in the config lists
+the backbone roles the method calls (:mod:`harness.roles`).
 
 Methods that carry state across problems (e.g. online calibration) may set
 ``window_size`` and implement ``end_window(outcomes)``, ``state_dict()`` and
@@ -17,14 +19,15 @@ import inspect
 from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
 
 from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from harness.types import Solution
+from harness.view import ProblemView
 
 
 @runtime_checkable
 class Method(Protocol):
     name: str
 
-    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution: ...
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution: ...
 
 
 class FunctionMethod:
@@ -33,7 +36,7 @@ class FunctionMethod:
     def __init__(self, name: str, fn: Callable[..., Awaitable[Solution]], params: dict[str, Any]) -> None:
         self.name, self._fn, self._params = name, fn, params
 
-    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         return await self._fn(problem, ctx, **self._params)
 
 

@@ -199,3 +199,25 @@ def test_two_roles_from_the_command_line(tmp_path):
         [("designer", "draft-model")] * 2
     metrics = json.loads((meta_path.parent / "metrics.json").read_text())
     assert metrics["by_role"]["critic"]["calls"] == metrics["by_role"]["designer"]["calls"] == 2
+
+
+def test_a_role_changing_model_is_another_configuration_of_the_folder(tmp_path, tiny_data):
+    """The folder's identity includes every role's backbone identity: a different critic model refuses to
+    resume into the same folder (jointly with harness/identity.py)."""
+    from harness.identity import IdentityMismatch
+
+    spec = two_role_spec(tmp_path, limit=2)
+    run(spec, {"scripted": ScriptedBackbone(lambda m, s: "ANSWER: 4"),
+               "judge-bb": ScriptedBackbone(lambda m, s: "yes", name="judge")})
+    ident = json.loads((spec.out_dir / "identity.json").read_text())
+    assert "critic" in json.dumps(ident)
+    other = ScriptedBackbone(lambda m, s: "yes", name="judge2")
+    with pytest.raises(IdentityMismatch, match="critic"):
+        run(two_role_spec(tmp_path, limit=2), {"scripted": ScriptedBackbone(lambda m, s: "ANSWER: 4"),
+                                              "judge-bb": other})
+    assert other.requests == []
+    # the same roles again resume (nothing left to do)
+    again = ScriptedBackbone(lambda m, s: "ANSWER: 4")
+    run(two_role_spec(tmp_path, limit=2), {"scripted": again, "judge-bb": ScriptedBackbone(lambda m, s: "yes",
+                                                                                          name="judge")})
+    assert again.requests == []
