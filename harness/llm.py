@@ -128,11 +128,11 @@ class LLMClient:
     async def _fetch(self, call: "_Call", messages: list[Message], per_sample: dict[int, tuple[dict[str, Any], str]],
                      group: list[int], results: dict[int, Completion]) -> None:
         params = per_sample[group[0]][0]
-        if self.fail_fast_after and self.ok_calls == 0 and self.failed_calls >= self.fail_fast_after:
-            raise RunAborted(f"{self.failed_calls} backbone calls failed and none succeeded "
-                             f"(first: {self.first_error})")
         kwargs = {} if call.adapter is None else {"adapter": call.adapter}
         async with self._sem:
+            if self.fail_fast_after and self.ok_calls == 0 and self.failed_calls >= self.fail_fast_after:
+                raise RunAborted(f"{self.failed_calls} backbone calls failed and none succeeded "
+                                 f"(first: {self.first_error})")
             self.backbone_calls += 1
             rid = f"{self._invocation}-{self.backbone_calls}"
             if call.journal is not None:

@@ -45,10 +45,11 @@ def incomplete_message(metrics: dict) -> str:
     else:
         fix = "re-run to finish the remaining problems"
     n_err, selected = metrics.get("n_errors", 0), metrics.get("selected", 0)
-    head = (f"run stopped early ({metrics['aborted']}); " if metrics.get("aborted") else "")
     what = (f"{n_err} of {selected} problems failed (first, {first.get('id')}: {first.get('error')})" if n_err else
             f"{selected - metrics.get('n', 0)} of {selected} problems have no answer")
-    return (f"run incomplete: {head}{what}; fix: {fix}; then re-run the same command: answered problems are kept "
+    if metrics.get("aborted"):
+        what += "; stopped early: every backbone call failed (runner.fail_fast_after)"
+    return (f"run incomplete: {what}; fix: {fix}; then re-run the same command: answered problems are kept "
             "and the failed ones are retried")
 
 
@@ -66,7 +67,8 @@ def run_from_config(container: dict) -> dict:
         wb.finish()
     line = {"run": str(spec.out_dir), "score_pct": round(metrics["score_pct"], 2), "n": metrics["n"],
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
-            "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"]}
+            "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"],
+            "n_errors": metrics.get("n_errors", 0), "complete": metrics.get("complete")}
     print(json.dumps(line))
     if not metrics.get("complete"):
         raise RunIncomplete(incomplete_message(metrics))
