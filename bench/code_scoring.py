@@ -139,7 +139,7 @@ def run_official(module: Any, problems: Path, samples: list[dict[str, str]], tmp
     sink = io.StringIO()
     start = time.perf_counter()
     with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-        module.evaluate_functional_correctness(str(path), k=[1], n_workers=os.cpu_count() or 1, timeout=timeout,
+        module.evaluate_functional_correctness(str(path), k=[1], n_workers=CONCURRENCY[0], timeout=timeout,
                                                problem_file=str(problems))
     wall = time.perf_counter() - start
     verdicts = {}
@@ -151,7 +151,7 @@ def run_official(module: Any, problems: Path, samples: list[dict[str, str]], tmp
 
 def run_ours(rows: dict[str, dict[str, str]], samples: list[dict[str, str]], timeout: float) -> tuple[float, dict[str, bool]]:
     async def main() -> dict[str, bool]:
-        gate = asyncio.Semaphore(os.cpu_count() or 1)
+        gate = asyncio.Semaphore(CONCURRENCY[0])
 
         async def one(sample: dict[str, str]) -> tuple[str, bool]:
             r = rows[sample["task_id"]]
@@ -169,6 +169,7 @@ def run_ours(rows: dict[str, dict[str, str]], samples: list[dict[str, str]], tim
 
 
 STATUS: dict[str, str] = {}  # our last status per task, to explain any disagreement
+CONCURRENCY = [os.cpu_count() or 1]  # runs in flight, the same on both sides (--concurrency)
 
 
 def measure(side: str, pass_name: str, args: argparse.Namespace, tmp: Path) -> tuple[float, float, dict[str, bool]]:
@@ -176,6 +177,7 @@ def measure(side: str, pass_name: str, args: argparse.Namespace, tmp: Path) -> t
     out = tmp / f"{side}-{pass_name}-{time.monotonic_ns()}.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, __file__, "--worker", side, pass_name, str(out), "--timeout", str(args.timeout),
+                    "--concurrency", str(CONCURRENCY[0]),
                     "--official-dir", str(tmp / "official")], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -223,10 +225,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per side and pass; the fastest counts")
     ap.add_argument("--timeout", type=float, default=3.0, help="per-sample timeout on both sides (official default)")
+    ap.add_argument("--concurrency", type=int, default=os.cpu_count() or 1,
+                    help="runs in flight on both sides (official: n_workers); default os.cpu_count()")
     ap.add_argument("--passes", default="canonical,broken,cheat", help="comma-separated passes to run")
     ap.add_argument("--worker", nargs=3, metavar=("SIDE", "PASS", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--official-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    CONCURRENCY[0] = max(1, args.concurrency)
     if args.worker:
         side, pass_name, out = args.worker
         worker(side, pass_name, Path(out), args.timeout, args.official_dir)
@@ -235,7 +240,7 @@ def main() -> None:
     rows = load_rows(problems)
     ids = list(rows)
     print(f"code_scoring: HumanEval, {len(ids)} problems ({problems})")
-    print(f"machine: {os.cpu_count()} CPUs, concurrency {os.cpu_count()} on both sides, per-sample timeout "
+    print(f"machine: {os.cpu_count()} CPUs, concurrency {CONCURRENCY[0]} on both sides, per-sample timeout "
           f"{args.timeout:g} s, best of {args.repeats}; load average before: {os.getloadavg()[0]:.1f}")
     with tempfile.TemporaryDirectory(prefix="code-scoring-") as tmp_name:
         tmp = Path(tmp_name)
