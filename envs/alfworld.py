@@ -22,7 +22,7 @@ from typing import Any
 
 from evaluators.data import DataMissingError, data_dir
 from harness.benchmark import Benchmark, DataInfo
-from harness.env import StepResult
+from harness.env import EnvSpec, StepResult
 from harness.types import Problem
 
 GAMES_DIR = "alfworld/json_2.1.1"
@@ -89,6 +89,15 @@ class ALFWorld(Benchmark):
                             gold=None, benchmark=self.name) for pos, i in enumerate(idx)]
         return problems, DataInfo(file=str(root / split), sha256=digest.hexdigest(), total=len(ids),
                                   selected=len(problems), split=split)
+
+    def env_spec(self) -> EnvSpec | None:
+        """The ``env:`` block with the games folder filled in from this config (one source for both sides)."""
+        spec = super().env_spec()
+        if spec is None:
+            return None
+        params = {"games_dir": self.cfg.get("games_dir", GAMES_DIR), "data_dir_override": self.cfg.get("data_dir"),
+                  **spec.params}
+        return EnvSpec(**{**spec.__dict__, "params": params})
 
     def render(self, problem: Problem) -> str:
         return (f"ALFWorld game {problem.id} ({problem.fields['task_type']}): the task is stated in the first "

@@ -193,3 +193,12 @@ def test_embedded_model_acts_in_a_real_alfworld_game(tmp_path):
     assert p["score_details"]["rule"] == "environment" and p["score"] in (0.0, 1.0)
     assert p["score"] == float(bool(ep["success"]))  # the environment's verdict
     assert metrics["n"] == 1 and metrics["complete"] is True
+
+
+@pytest.mark.parametrize("bench", ["alfworld", "webshop"])
+def test_benchmark_configs_compose_and_validate(bench):
+    from harness.runner import spec_from_config
+    from tests.conftest import compose
+
+    spec = spec_from_config(compose([f"benchmark={bench}", "backbone=local"]))
+    assert spec.benchmark_cfg["env"]["max_steps"] == 50 and spec.benchmark_cfg["env"]["process"] is True
