@@ -305,6 +305,8 @@ def test_unverified_product_files_are_refused_unless_allowed_and_then_labelled(t
     shutil.copytree(FIX, tmp_path / "webshop")
     with pytest.raises(ValueError, match="allow_unverified_data"):
         WebShop(_cfg(tmp_path)).load()
+    with pytest.raises(ValueError, match="webshop-fixture"):  # not under the name of the real benchmark
+        WebShop(_cfg(tmp_path, allow_unverified_data=True)).load()
     problems, info = WebShop(_cfg(tmp_path, allow_unverified_data=True, name="webshop-fixture")).load()
     assert len(problems) == 4 and "not WebShop" in info.split
     assert problems[0].id == "fixed_0" and problems[0].fields == {"goal_index": 0}

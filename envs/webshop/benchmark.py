@@ -11,8 +11,9 @@ from the same catalogue and goal, checks it equals what the environment reported
 and records its parts (r_type, attribute/option matches, price) and the noun tagger used.
 
 The real product files are not obtainable offline (``make data`` downloads them; see envs/README.md).
-A run on any other product file (the tests' hand-made fixture) needs ``allow_unverified_data: true`` and is
-labelled ``unverified`` in meta.json's data record: such numbers are never WebShop results.
+A run on any other product file (the tests' hand-made fixture) needs ``allow_unverified_data: true`` and a
+benchmark name other than ``webshop`` (results land under that name), and is labelled ``unverified`` in
+meta.json's data record: such numbers are never WebShop results.
 """
 from __future__ import annotations
 
@@ -57,6 +58,9 @@ class WebShop(Benchmark):
             raise ValueError("WebShop: the product files' sha256 differ from the original 1,000-product files "
                              f"({', '.join(str(p) for p in files.values())}); re-run `make data`, or set "
                              "benchmark.allow_unverified_data=true for a test fixture (never reported as WebShop)")
+        if not verified and self.name == "webshop":
+            raise ValueError("WebShop: unverified product files cannot run under the name 'webshop' (their numbers "
+                             "are not WebShop results): set benchmark.name=webshop-fixture (or another name)")
         return files, verified
 
     def load(self) -> tuple[list[Problem], DataInfo]:
