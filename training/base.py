@@ -64,17 +64,24 @@ def resolve_base(base: str | os.PathLike[str]) -> BaseModel:
 
 
 def detach_gguf_quantizer(model: Any) -> Any:
-    """Drop the GGUF quantizer transformers attaches when it dequantises a GGUF (the weights are fp32 already)."""
+    """Drop the GGUF quantizer transformers attaches when it dequantises a GGUF (the weights are fp32 already).
+
+    Uses the quantizer's own ``remove_quantization_config`` (hf_quantizer, config.quantization_config,
+    quantization_method, is_quantized), then clears the per-module ``config._is_quantized`` flag it also sets.
+    """
+    from transformers import PreTrainedModel
+
+    quantizer = getattr(model, "hf_quantizer", None)
+    if quantizer is not None:
+        quantizer.remove_quantization_config(model)
     if getattr(model, "hf_quantizer", None) is not None:
         model.hf_quantizer = None
-    for obj in (model, getattr(model, "config", None)):
-        if obj is None:
-            continue
-        for attr in ("quantization_config", "is_quantized", "quantization_method"):
-            if attr in getattr(obj, "__dict__", {}):
-                delattr(obj, attr)
-    if getattr(model, "is_quantized", False):
-        model.is_quantized = False
+    if getattr(getattr(model, "config", None), "quantization_config", None) is not None:
+        del model.config.quantization_config
+    for module in model.modules():
+        if isinstance(module, PreTrainedModel) and getattr(module.config, "_is_quantized", False):
+            module.config._is_quantized = False
+    model.is_quantized = False
     return model
 
 
