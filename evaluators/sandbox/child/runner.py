@@ -4,7 +4,7 @@ benchmark's test through `trusted`, and writes the only verdict the harness acce
 # Part of the runner program (see evaluators/sandbox/child/__init__.py). Never imported by the harness:
 # its text runs in the sandbox's own `python -I -S -B -u -c`, concatenated with its siblings (one namespace).
 
-import os, signal, sys
+import json, os, signal, sys
 
 
 def print_exc():
@@ -18,6 +18,43 @@ def _open_fds():
         return [int(n) for n in os.listdir("/proc/self/fd")]
     except OSError:
         return list(range(3, 256))
+
+
+class Died(BaseException):
+    """The untrusted process is gone (BaseException: `except Exception` in a test must not hide it)."""
+
+
+class Protocol(BaseException):
+    """The untrusted process sent something that is not a well-formed reply."""
+
+
+class Chan:
+    """Length-prefixed JSON messages over the socket between the two processes."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def send(self, obj):
+        data = json.dumps(obj, separators=(",", ":")).encode("utf-8", "surrogatepass")
+        view = memoryview(len(data).to_bytes(4, "big") + data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def recv(self, limit=1 << 29):
+        n = int.from_bytes(self._exact(4), "big")
+        if n > limit:
+            raise Protocol("oversized message")
+        return json.loads(self._exact(n).decode("utf-8", "surrogatepass"))
+
+    def _exact(self, n):
+        parts = []
+        while n > 0:
+            b = os.read(self.fd, min(n, 1 << 20))
+            if not b:
+                raise EOFError
+            parts.append(b)
+            n -= len(b)
+        return b"".join(parts)
 
 
 def _runner(namespaces, assign_fd=None, shared_netns=False):
@@ -38,38 +75,6 @@ def _runner(namespaces, assign_fd=None, shared_netns=False):
 
     def read_block(fd):
         return read_exact(fd, int.from_bytes(read_exact(fd, 8), "big"))
-
-    class Died(BaseException):
-        """The untrusted process is gone (BaseException: `except Exception` in a test must not hide it)."""
-
-    class Protocol(BaseException):
-        """The untrusted process sent something that is not a well-formed reply."""
-
-    class Chan:
-        def __init__(self, fd):
-            self.fd = fd
-
-        def send(self, obj):
-            data = json.dumps(obj, separators=(",", ":")).encode("utf-8", "surrogatepass")
-            view = memoryview(len(data).to_bytes(4, "big") + data)
-            while view:
-                view = view[os.write(self.fd, view):]
-
-        def recv(self, limit=1 << 29):
-            n = int.from_bytes(self._exact(4), "big")
-            if n > limit:
-                raise Protocol("oversized message")
-            return json.loads(self._exact(n).decode("utf-8", "surrogatepass"))
-
-        def _exact(self, n):
-            parts = []
-            while n > 0:
-                b = os.read(self.fd, min(n, 1 << 20))
-                if not b:
-                    raise EOFError
-                parts.append(b)
-                n -= len(b)
-            return b"".join(parts)
 
     libc, sealed = None, False
     try:

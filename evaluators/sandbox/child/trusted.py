@@ -20,6 +20,97 @@ def trusted_tables():
     return _TABLES
 
 
+
+class SolutionExit(BaseException):
+    """The solution raised SystemExit/KeyboardInterrupt/GeneratorExit during a call."""
+
+
+class SolutionError(Exception):
+    """The solution raised an exception type that is not a builtin one."""
+
+
+# A runner serves exactly one run: `trusted` puts that run's channel functions here, and the proxy
+# class below (created once, in the fork server, not once per run) calls them.
+_SESSION = {}
+
+
+def refuse(self, *args):
+    raise TypeError("the solution returned %r, which is not plain data: comparing it with a value "
+                    "would let it claim equality" % (self,))
+
+class Remote:
+    """An object that lives in the solution process (opaque; see the module docs)."""
+    __slots__ = ("_h",)
+
+    def __init__(self, h):
+        object.__setattr__(self, "_h", h)
+
+    def __call__(self, *args, **kwargs):
+        return _SESSION["rpc"](op="call", h=self._h, a=_SESSION["enc"](list(args)), k=_SESSION["enc"](dict(kwargs)))
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _SESSION["rpc"](op="getattr", h=self._h, n=name)
+
+    def __setattr__(self, name, value):
+        _SESSION["rpc"](op="setattr", h=self._h, n=name, v=_SESSION["enc"](value))
+
+    def __iter__(self):
+        items = _SESSION["rpc"](op="list", h=self._h)
+        if type(items) is not list:
+            raise TypeError("iteration did not produce a list")
+        return iter(items)
+
+    def __len__(self):
+        n = _SESSION["rpc"](op="len", h=self._h)
+        if type(n) is not int:
+            raise TypeError("len() did not produce an int")
+        return n
+
+    def __getitem__(self, key):
+        return _SESSION["rpc"](op="getitem", h=self._h, k=_SESSION["enc"](key))
+
+    def __str__(self):
+        s = _SESSION["rpc"](op="str", h=self._h)
+        if type(s) is not str:
+            raise TypeError("str() did not produce a str")
+        return s
+
+    def __repr__(self):
+        try:
+            s = _SESSION["request"]({"op": "repr", "h": object.__getattribute__(self, "_h")})
+            if type(s) is str:
+                return s
+        except BaseException:
+            pass
+        return "<solution object>"
+
+    def __int__(self):
+        v = _SESSION["rpc"](op="int", h=self._h)
+        if type(v) is not int:
+            raise TypeError("int() did not produce an int")
+        return v
+
+    __index__ = __int__
+
+    def __float__(self):
+        v = _SESSION["rpc"](op="float", h=self._h)
+        if type(v) is not float:
+            raise TypeError("float() did not produce a float")
+        return v
+
+    def __bool__(self):  # sound: the solution could as well have returned True/False itself
+        v = _SESSION["rpc"](op="bool", h=self._h)
+        if type(v) is not bool:
+            raise TypeError("bool() did not produce a bool")
+        return v
+
+    # Not forwarded: these would hand the expected value to the solution ("are you equal to
+    # 5?"), letting an object that answers yes to everything pass.
+    __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
+
+
 def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
     """The benchmark's code. Never executes the solution; only talks to it through `chan`.
     `status_fd`: where the reaper reports how the solution's process ended."""
@@ -27,12 +118,6 @@ def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_f
 
     state = {"dead": None, "protocol": None}
     exceptions, allowed_modules = trusted_tables()
-
-    class SolutionExit(BaseException):
-        """The solution raised SystemExit/KeyboardInterrupt/GeneratorExit during a call."""
-
-    class SolutionError(Exception):
-        """The solution raised an exception type that is not a builtin one."""
 
     def untrusted_status():
         """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
@@ -111,82 +196,7 @@ def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_f
     def rpc(**msg):
         return dec(request(msg))
 
-    def refuse(self, *args):
-        raise TypeError("the solution returned %r, which is not plain data: comparing it with a value "
-                        "would let it claim equality" % (self,))
-
-    class Remote:
-        """An object that lives in the solution process (opaque; see the module docs)."""
-        __slots__ = ("_h",)
-
-        def __init__(self, h):
-            object.__setattr__(self, "_h", h)
-
-        def __call__(self, *args, **kwargs):
-            return rpc(op="call", h=self._h, a=enc(list(args)), k=enc(dict(kwargs)))
-
-        def __getattr__(self, name):
-            if name.startswith("__") and name.endswith("__"):
-                raise AttributeError(name)
-            return rpc(op="getattr", h=self._h, n=name)
-
-        def __setattr__(self, name, value):
-            rpc(op="setattr", h=self._h, n=name, v=enc(value))
-
-        def __iter__(self):
-            items = rpc(op="list", h=self._h)
-            if type(items) is not list:
-                raise TypeError("iteration did not produce a list")
-            return iter(items)
-
-        def __len__(self):
-            n = rpc(op="len", h=self._h)
-            if type(n) is not int:
-                raise TypeError("len() did not produce an int")
-            return n
-
-        def __getitem__(self, key):
-            return rpc(op="getitem", h=self._h, k=enc(key))
-
-        def __str__(self):
-            s = rpc(op="str", h=self._h)
-            if type(s) is not str:
-                raise TypeError("str() did not produce a str")
-            return s
-
-        def __repr__(self):
-            try:
-                s = request({"op": "repr", "h": object.__getattribute__(self, "_h")})
-                if type(s) is str:
-                    return s
-            except BaseException:
-                pass
-            return "<solution object>"
-
-        def __int__(self):
-            v = rpc(op="int", h=self._h)
-            if type(v) is not int:
-                raise TypeError("int() did not produce an int")
-            return v
-
-        __index__ = __int__
-
-        def __float__(self):
-            v = rpc(op="float", h=self._h)
-            if type(v) is not float:
-                raise TypeError("float() did not produce a float")
-            return v
-
-        def __bool__(self):  # sound: the solution could as well have returned True/False itself
-            v = rpc(op="bool", h=self._h)
-            if type(v) is not bool:
-                raise TypeError("bool() did not produce a bool")
-            return v
-
-        # Not forwarded: these would hand the expected value to the solution ("are you equal to
-        # 5?"), letting an object that answers yes to everything pass.
-        __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
-
+    _SESSION.update(rpc=rpc, enc=enc, request=request)  # what the module-level Remote calls
 
     # 1. the benchmark's own prelude, while the solution loads in its process
     ns = {"__name__": "__main__"}
