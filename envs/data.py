@@ -101,7 +101,7 @@ def fetch_webshop(dest: Path, shared: Path, download: bool = True) -> list[str]:
                 target.write_bytes(_checked(source.read_bytes(), name))
                 lines.append(f"ok  webshop/{name}  ({source})")
             elif download:
-                with urllib.request.urlopen(GDRIVE.format(id=gid), timeout=120) as resp:  # noqa: S310
+                with urllib.request.urlopen(GDRIVE.format(id=gid), timeout=30) as resp:  # noqa: S310
                     target.write_bytes(_checked(resp.read(), name))
                 lines.append(f"ok  webshop/{name}  (WebShop's Google Drive file {gid})")
             else:
