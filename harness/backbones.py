@@ -21,7 +21,7 @@ from harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatib
                               VLLMInProcessBackbone, api_key_from_env)
 from harness.ledger import Price
 
-KINDS = ("openai", "embedded", "vllm-inprocess")
+KINDS = ("openai", "embedded", "vllm-inprocess", "peft")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
@@ -50,6 +50,9 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
             raise BackboneError(f"backbone '{name}': adapters are served by a vLLM server (kind: openai, "
                                 "`vllm serve --enable-lora`), not in-process", kind="config", attempts=0)
         return VLLMInProcessBackbone(model=cfg["model"], engine_args=cfg.get("engine_args"), **common)
+    if kind == "peft":  # transformers + peft in this process (harness/peft_backbone.py; extra `train`)
+        from harness.peft_backbone import build_peft_backbone
+        return await build_peft_backbone(cfg, **common)
     raise BackboneError(f"backbone '{name}': kind={kind!r} is not one of {KINDS}; fix configs/backbone/{name}.yaml")
 
 
