@@ -3,12 +3,18 @@
 500 GSM8K problems x CoT-SC(5) (2,500 requests) at backbone concurrency 32, against the
 loopback test double that replies after exactly 100 ms. The ideal is concurrency / delay
 requests per second; everything the harness does (prompting, cache, ledger, scoring,
-appending results) shows up as lost throughput. Goal: >= 0.95.
+appending results) shows up as lost throughput.
 
 On a 2-core machine the test double and the client share the cores, so the same run also
 measures a bare httpx client firing the same number of requests at the same concurrency:
 ``bare_over_ideal`` is the ceiling any client reaches here, ``harness_over_bare`` the
-harness's own share of the loss.
+harness's own share of the loss (goal >= 0.97). The bare client is timed before and after the
+harness (``--rounds`` times each, alternating) and the harness is compared with their mean, so
+a change in machine load during the run hits both sides alike.
+
+Both sides are timed warm: the process first makes a 4-problem warm-up run into a throw-away
+folder (and a warm-up bare burst), so one-time start-up (imports such as ``openai``, ~1 s on
+this machine, the data file) is excluded from both and reported apart as ``startup_s``.
 """
 from __future__ import annotations
 
@@ -29,7 +35,9 @@ async def bare_client(url: str, requests: int, concurrency: int) -> float:
 
     sem = asyncio.Semaphore(concurrency)
     body = {"model": "fake", "messages": [{"role": "user", "content": "What is 2+2?"}], "temperature": 0}
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=concurrency)) as client:
+    # keep-alive for every connection (httpx keeps only 20 by default: beyond that each request reconnects)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(limits=limits) as client:
         async def one() -> None:
             async with sem:
                 (await client.post(f"{url}/chat/completions", json=body)).json()
@@ -45,31 +53,47 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=5)
     ap.add_argument("--concurrency", type=int, default=32)
     ap.add_argument("--delay", type=float, default=0.1)
+    ap.add_argument("--rounds", type=int, default=1, help="harness runs (each between two bare bursts)")
     args = ap.parse_args()
+    import asyncio
+    import os
+
+    t_start = time.perf_counter()
     from harness.runner import run_spec, spec_from_config
 
     with fake_server(args.delay) as url, tempfile.TemporaryDirectory() as tmp:
-        cfg = compose([*fake_backbone_overrides(url, args.concurrency), "method=cot_sc", f"method.params.k={args.k}",
-                       "benchmark=gsm8k", "benchmark.split=full", f"limit={args.problems}",
-                       f"results_root={tmp}/results", f"cache.path={tmp}/cache.sqlite", "runner.progress=false",
-                       f"runner.max_concurrent_problems={4 * args.concurrency}"])
-        spec = spec_from_config(cfg)
-        t0 = time.perf_counter()
-        metrics = run_spec(spec)
-        wall = time.perf_counter() - t0
-        calls = metrics["this_invocation"]["backbone_calls"]
-        ideal_rps = args.concurrency / args.delay
-        achieved_rps = calls / wall
-        import asyncio
+        def cfg(name: str, limit: int) -> dict:
+            return compose([*fake_backbone_overrides(url, args.concurrency), "method=cot_sc",
+                            f"method.params.k={args.k}", "benchmark=gsm8k", "benchmark.split=full", f"limit={limit}",
+                            f"results_root={tmp}/{name}", f"cache.path={tmp}/{name}.sqlite", "runner.progress=false",
+                            f"runner.max_concurrent_problems={4 * args.concurrency}"])
 
-        bare_rps = asyncio.run(bare_client(url, calls, args.concurrency))
+        run_spec(spec_from_config(cfg("warmup", 4)))
+        asyncio.run(bare_client(url, 4 * args.k, args.concurrency))
+        startup = time.perf_counter() - t_start
+        bare, harness, calls = [], [], 0
+        bare.append(asyncio.run(bare_client(url, args.problems * args.k, args.concurrency)))
+        for r in range(args.rounds):
+            spec = spec_from_config(cfg(f"run{r}", args.problems))
+            t0 = time.perf_counter()
+            metrics = run_spec(spec)
+            wall = time.perf_counter() - t0
+            calls = metrics["this_invocation"]["backbone_calls"]
+            harness.append(calls / wall)
+            bare.append(asyncio.run(bare_client(url, calls, args.concurrency)))
+        ideal_rps = args.concurrency / args.delay
+        achieved_rps = sum(harness) / len(harness)
+        bare_rps = sum(bare) / len(bare)
         print(json.dumps({"bench": "overhead", "problems": metrics["n"], "requests": calls,
-                          "wall_s": round(wall, 2), "ideal_wall_s": round(calls / ideal_rps, 2),
-                          "achieved_rps": round(achieved_rps, 1), "ideal_rps": round(ideal_rps, 1),
-                          "bare_httpx_rps": round(bare_rps, 1),
+                          "wall_s": round(calls / achieved_rps, 2), "ideal_wall_s": round(calls / ideal_rps, 2),
+                          "startup_s": round(startup, 2), "achieved_rps": round(achieved_rps, 1),
+                          "ideal_rps": round(ideal_rps, 1), "bare_httpx_rps": round(bare_rps, 1),
+                          "bare_runs_rps": [round(b, 1) for b in bare],
                           "ratio_achieved_over_ideal": round(achieved_rps / ideal_rps, 3),
                           "bare_over_ideal": round(bare_rps / ideal_rps, 3),
-                          "harness_over_bare": round(achieved_rps / bare_rps, 3), "goal": ">= 0.95 (achieved/ideal)"}))
+                          "harness_over_bare": round(achieved_rps / bare_rps, 3),
+                          "load_average": [round(x, 2) for x in os.getloadavg()],
+                          "goal": ">= 0.97 (harness_over_bare)"}))
 
 
 if __name__ == "__main__":
