@@ -53,3 +53,13 @@ async def same_prompt_as_roles(problem, ctx, *, roles: list, adapters: list | No
         adapter = (adapters or [None] * len(roles))[i]
         texts.append(await ctx.ask(problem.fields["q"], stage=f"ask{i}", role=role, adapter=adapter))
     return Solution(texts[-1], trace={"texts": texts})
+
+
+async def env_no_close(problem, ctx) -> Solution:
+    """Opens a session with ``await ctx.env()`` and never closes it: the runner must."""
+    s = await ctx.env()
+    res = await s.reset()
+    while not res.done:
+        k = int(str(res.observation).split()[-1])
+        res = await s.step("stop" if k >= int(problem.fields["hint"]) else "inc")
+    return Solution("done")

@@ -2,11 +2,13 @@
 trajectories as they happen, resume after a kill mid-episode, a crashed environment is an error."""
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
 
 from harness.results import read_jsonl_tolerant
+from harness.runner import Runner
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.scripted_env import counter_bench_cfg, counter_data, walker_script
@@ -164,3 +166,15 @@ def test_env_config_is_validated(tmp_path, counter):
         EnvSpec.from_config({"engine": "x:y", "max_step": 3})
     with pytest.raises(ValueError, match="max_steps"):
         EnvSpec.from_config({"engine": "x:y", "max_steps": 0})
+
+
+def test_a_session_left_open_is_closed_by_the_runner(tmp_path, counter):
+    """``s = await ctx.env()`` without closing: with one worker allowed, the next problem would wait forever
+    unless the runner releases the worker when the problem ends."""
+    counter_data(counter, goals=[1, 2, 0])
+    spec = env_spec(tmp_path, workers=1)
+    spec.method_cfg.update(solver="tests.core_methods:env_no_close")
+    metrics = asyncio.run(asyncio.wait_for(Runner(spec, backbone=ScriptedBackbone(walker_script)).run(), 60))
+    assert metrics["n"] == 3 and metrics["score"] == 1.0
+    preds, traj, _ = load(spec)
+    assert len({t["info"]["pid"] for t in traj if t["event"] == "reset"}) == 1  # one worker, reused
