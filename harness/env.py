@@ -414,11 +414,16 @@ class EnvHost:
         return sid
 
     async def _guard(self, coro: Any) -> StepResult:
+        """Any engine failure (a custom engine's exception too) is recorded: the problem is an error even if
+        the method catches it."""
         try:
-            return await coro
+            return as_step_result(await coro)
         except EnvironmentFailure as exc:
             self.failure = self.failure or str(exc)
             raise
+        except Exception as exc:  # noqa: BLE001 - a custom engine (Benchmark.engine) raised
+            self.failure = self.failure or f"environment failed: {type(exc).__name__}: {exc}"
+            raise EnvironmentFailure(self.failure) from exc
 
     async def reset(self, sid: int, extra: dict[str, Any]) -> StepResult:
         engine, _ = self._session(sid)

@@ -11,7 +11,7 @@ from harness.results import read_jsonl_tolerant
 from harness.runner import Runner
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
-from tests.scripted_env import counter_bench_cfg, counter_data, walker_script
+from tests.scripted_env import CounterBenchmark, counter_bench_cfg, counter_data, walker_script
 
 
 @pytest.fixture
@@ -178,3 +178,32 @@ def test_a_session_left_open_is_closed_by_the_runner(tmp_path, counter):
     assert metrics["n"] == 3 and metrics["score"] == 1.0
     preds, traj, _ = load(spec)
     assert len({t["info"]["pid"] for t in traj if t["event"] == "reset"}) == 1  # one worker, reused
+
+
+class BrokenCustomEngine:
+    async def reset(self, problem, seed):
+        return "counter at 0", {"admissible_actions": ["inc", "stop"]}
+
+    async def step(self, action):
+        raise KeyError("custom engine lost its state")
+
+    async def close(self):
+        return None
+
+
+class CustomBench(CounterBenchmark):
+    """A benchmark that builds its own (broken) engine instead of naming one in env.engine."""
+
+    def engine(self, problem):
+        return BrokenCustomEngine()
+
+
+def test_a_custom_engine_that_raises_is_an_error_even_when_the_method_catches_it(tmp_path, counter):
+    counter_data(counter, goals=[1])
+    spec = env_spec(tmp_path, params={"catch_failure": True})
+    spec.benchmark_cfg.update(kind="tests.test_env.CustomBench")
+    spec.benchmark_cfg.pop("env")
+    run(spec, ScriptedBackbone(walker_script))
+    (p,) = load(spec)[0]
+    assert p["status"] == "error" and "custom engine lost its state" in p["error"]
+    assert "custom engine lost its state" in p["trace"]["swallowed"]
