@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 DEST = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "results"
-VERBATIM = ("metrics.json", "config.yaml", "meta.json", "calls.jsonl", "method_state.json")
+VERBATIM = ("metrics.json", "config.yaml", "meta.json", "identity.json", "calls.jsonl", "method_state.json")
 
 
 def _trim(x, depth: int = 0):

@@ -331,3 +331,66 @@ def test_runs_are_found_by_their_config_and_two_models_of_one_backbone_get_two_t
     cells = {t.title.split(" (")[0]: next(r for r in t.rows if str(getattr(r[0], "text", r[0])) == "IO")[1].text
              for t in res["tables"]}
     assert sorted(v.split(" ")[0] for v in cells.values()) == ["40.0", "60.0"]
+
+
+def test_ablation_and_sweep_reports_mark_incomplete_cells_and_exit_nonzero(tmp_path, capsys):
+    from scripts import ablation, sensitivity
+
+    root = tmp_path / "results"
+    for b in ("gsm8k", "mbpp", "hotpotqa"):
+        d = _fake_metrics(root, b, "denoiseflow", 42, 50.0, n=4, scores=[1.0, 0.0, 1.0, 0.0])
+        d2 = _fake_metrics(root, b, "denoiseflow-wo_sa", 42, 25.0, n=4, n_errors=1 if b == "mbpp" else 0,
+                           scores=[1.0, 0.0, 0.0] if b == "mbpp" else [1.0, 0.0, 0.0, 0.0])
+        for x in (d, d2):     # the ablation reads experiment "ablation"
+            dest = root / "ablation" / x.relative_to(root / "table1")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            x.rename(dest)
+    assert ablation.main([f"results_root={root}", "report_only=true"]) == 1
+    captured = capsys.readouterr()
+    assert "1 cells are incomplete" in captured.err and "wo_sa/mbpp: 3/4 answered, 1 errors" in captured.err
+    t = ablation.write_all(root)["tables"][0]
+    wo_sa = next(r for r in t.rows if str(getattr(r[0], "text", r[0])) == "w/o SA")
+    assert wo_sa[4] == "incomplete 3/4, 1 error" and wo_sa[-3] == "—"          # MBPP score; no Avg
+    full = next(r for r in t.rows if str(getattr(r[0], "text", r[0])).startswith("DenoiseFlow"))
+    assert full[1].startswith("50.0 [") and full[1].endswith("n=4")
+
+    # a sweep point with an error: shown incomplete, the report exits 1 naming it
+    d = _fake_metrics(root, "gsm8k", "x", 42, 0.0, n=2, n_errors=1, scores=[1.0])
+    dest = root / "sens_k_max" / "gsm8k" / "denoiseflow-k_max_3" / "local" / "seed=42"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    d.rename(dest)
+    assert sensitivity.main([f"results_root={root}"]) == 1
+    assert "k_max=3 gsm8k: 1/2 answered, 1 errors" in capsys.readouterr().err
+
+
+def test_sweeps_on_the_embedded_default_cover_six_benchmarks_with_their_max_tokens():
+    from scripts.runs import load_experiment
+    from scripts.sweep import commands
+
+    exp = load_experiment("sensitivity")
+    assert exp["benchmarks"] == ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
+    cmds = commands(exp, {"backbone": "local", "params": "k_max"}, [])
+    mt = load_experiment("table1")["max_tokens"]["embedded"]
+    assert len(cmds) == 6                      # one multirun per benchmark: each has its own max_tokens
+    for cmd, b in zip(cmds, exp["benchmarks"]):
+        assert f"benchmark={b}" in cmd and f"backbone.sampling.max_tokens={mt[b]}" in cmd and "sample=1" in cmd
+
+
+def test_time_estimate_from_measured_runs(tmp_path):
+    """The estimate for the runs still to do: per answered problem of a same-cell run on disk, its measured
+    backbone time and its tokens at the idle per-token costs."""
+    from scripts.reproduce_table1 import build_plan, estimate_s
+    from scripts.runs import load_experiment, plan
+
+    root = tmp_path / "results"
+    d = _fake_metrics(root, "gsm8k", "io", 42, 50.0, n=2, scores=[1.0, 0.0])
+    m = json.loads((d / "metrics.json").read_text())
+    m["totals"] = {"calls": 2, "latency_s": 20.0, "prompt_tokens": 200, "completion_tokens": 300}
+    (d / "metrics.json").write_text(json.dumps(m))
+    exp = load_experiment("table1")
+    items, _ = build_plan(exp, {"backbone": "local", "methods": "io,cot", "benchmarks": "gsm8k", "limit": "5"},
+                          [f"results_root={root}"])
+    plan(items, [])
+    est = estimate_s(items, root, "table1", {"gen_s_per_token": 0.1, "prompt_s_per_token": 0.01})
+    # io: 5 - 2 done = 3 problems x 10 s measured, x (150 x 0.1 + 100 x 0.01) = 16 s at the rates; cot: no data
+    assert est == {"latency_s": 30.0, "tokens_s": pytest.approx(48.0), "estimated": 1, "to_do": 2}
