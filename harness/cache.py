@@ -47,6 +47,7 @@ class ResponseCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self._commit_scheduled = False
         if mode != "off":
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
@@ -71,7 +72,20 @@ class ResponseCache:
         with self._lock:
             self._db.execute("INSERT OR REPLACE INTO responses(key, value, created) VALUES (?,?,?)",
                              (key, blob, time.time()))
-            self._db.commit()
+            loop = _running_loop()
+            if loop is None:
+                self._db.commit()
+            elif not self._commit_scheduled:
+                # Replies that arrive in the same event-loop turn share one commit (a commit costs ~0.1 ms
+                # of the loop's time); it runs before the loop does anything else that could wait.
+                self._commit_scheduled = True
+                loop.call_soon(self._commit)
+
+    def _commit(self) -> None:
+        with self._lock:
+            self._commit_scheduled = False
+            if self._db is not None:
+                self._db.commit()
 
     def __len__(self) -> int:
         if self._db is None:
@@ -82,5 +96,15 @@ class ResponseCache:
     def close(self) -> None:
         if self._db is not None:
             with self._lock:
+                self._db.commit()
                 self._db.close()
             self._db = None
+
+
+def _running_loop() -> Any:
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None

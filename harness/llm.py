@@ -164,7 +164,7 @@ class LLMClient:
         latency = res.latency_s / len(group)
         for j, (idx, comp) in enumerate(zip(group, comps)):
             p, key = per_sample[idx]
-            self.cache.put(key, {"completion": comp.to_dict(), "latency_s": latency})
+            self.cache.put(key, {"completion": dict(comp.__dict__), "latency_s": latency})  # asdict: ~20 us more
             results[idx] = comp
             first = j == 0
             call.record(comp, latency, False, res.retries + 1 if first else 1, idx, p,

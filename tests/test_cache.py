@@ -38,3 +38,24 @@ def test_bad_mode_names_the_fix(tmp_path):
 
     with pytest.raises(ValueError, match="cache.mode"):
         ResponseCache(tmp_path / "c.sqlite", "sometimes")  # type: ignore[arg-type]
+
+
+def test_a_put_inside_the_event_loop_is_committed_within_one_loop_turn(tmp_path):
+    import asyncio
+
+    path = tmp_path / "c.sqlite"
+
+    async def main():
+        c = ResponseCache(path)
+        c.put("k", {"v": 1})
+        c.put("k2", {"v": 2})  # same turn: one commit for both
+        await asyncio.sleep(0)
+        other = ResponseCache(path, "read-only")  # another process's view
+        seen = (other.get("k"), other.get("k2"))
+        other.close()
+        c.put("k3", {"v": 3})
+        c.close()  # a pending commit is not lost at close
+        return seen
+
+    assert asyncio.run(main()) == ({"v": 1}, {"v": 2})
+    assert ResponseCache(path).get("k3") == {"v": 3}
