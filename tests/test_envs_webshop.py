@@ -326,3 +326,47 @@ def test_noun_tagger_choice_is_recorded():
             noun_tagger("spacy")
     with pytest.raises(ValueError):
         noun_tagger("nltk")
+
+
+# ---- fidelity: ReAct's own few-shot observations come out of the react rendering -----------------
+def _react_prompt_observation(after_action: str) -> str:
+    import json
+
+    shared = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "agent_prompts"
+    rows = [json.loads(line) for line in (shared / "react_webshop_prompts.jsonl").read_text().splitlines()]
+    prompt = next(r["prompt"] for r in rows if r["name"] == "prompt1")
+    start = prompt.index(f"Action: {after_action}\nObservation: ") + len(f"Action: {after_action}\nObservation: ")
+    return prompt[start:prompt.index("\n\nAction:", start)]
+
+
+def _lines(text: str) -> list[str]:
+    return [line.rstrip() for line in text.strip().splitlines()]
+
+
+def test_react_rendering_reproduces_the_react_prompt_pages():
+    from envs.webshop import pages
+
+    title = ("Bright Citrus Deodorant by Earth Mama | Natural and Safe for Sensitive Skin, Pregnancy and "
+             "Breastfeeding, Contains Organic Calendula 3-Ounce")
+    product = {"asin": "B078GWRC1J", "Title": title, "Price": "$10.99", "Rating": "N.A.",
+               "options": {"scent": ["assorted scents", "bright citrus", "calming lavender", "ginger fresh",
+                                     "simply non-scents"],
+                           "size": ["travel set (4-pack)", "3 ounce (pack of 1)", "3-ounce (2-pack)"]}}
+    item = pages.render_react(pages.item_page("goal", product, {}, show_attrs=False), search=False, results_shown=3)
+    assert _lines(item) == _lines(_react_prompt_observation("click[B078GWRC1J]"))
+    others = [
+        {"asin": "B078GTKVXY", "Title": "Ginger Fresh Deodorant by Earth Mama | Natural and Safe for Sensitive Skin, "
+         "Pregnancy and Breastfeeding, Contains Organic Calendula 3-Ounce", "Price": "$10.99"},
+        {"asin": "B08KBVJ4XN", "Title": "Barrel and Oak - Aluminum-Free Deodorant, Deodorant for Men, Essential "
+         "Oil-Based Scent, 24-Hour Odor Protection, Cedar & Patchouli Blend, Gentle on Sensitive Skin (Mountain Sage, "
+         "2.7 oz, 2-Pack)", "Price": "$15.95"}]
+    hidden = [{"asin": f"B0HIDDEN{i:02d}", "Title": f"not shown {i}", "Price": "$1.00"} for i in range(7)]
+    results = pages.render_react(pages.results_page("goal", [product, *others, *hidden], 1, 50), search=False,
+                                 results_shown=3)
+    assert _lines(results) == _lines(_react_prompt_observation(
+        "search[3 ounce bright citrus deodorant sensitive skin]"))
+    start = pages.render_react(pages.search_page(
+        "i would like a 3 ounce bottle of bright citrus deodorant for sensitive skin, and price lower than 50.00 "
+        "dollars"), search=True, results_shown=3)
+    assert _lines(start)[1:] == ["Instruction:", "i would like a 3 ounce bottle of bright citrus deodorant for "
+                                 "sensitive skin, and price lower than 50.00 dollars", "[Search]"]
