@@ -301,10 +301,11 @@ class Runner:
                                       "resumed": resumed}
         if getattr(self, "_aborted", None):
             metrics["aborted"] = self._aborted
-        if resumed["lost_in_flight"] and self.spec.runner_cfg.get("progress", True):
-            print(f"resumed: the previous invocation was stopped with {resumed['lost_in_flight']} request(s) in "
-                  f"flight; {resumed['rebought']} re-sent now, {resumed['replayed_from_cache']} calls of interrupted "
-                  "problems replayed from the cache", file=sys.stderr)
+        if resumed["lost_in_flight"] or resumed["interrupted_problems"]:
+            print(f"resumed: {resumed['interrupted_problems']} problem(s) were interrupted by an earlier stop with "
+                  f"{resumed['lost_in_flight']} request(s) in flight; that stop cost {resumed['rebought']} re-sent "
+                  f"request(s); {resumed['replayed_from_cache']} of their calls were replayed from the cache",
+                  file=sys.stderr)
         final = [r for r in {r["id"]: r for r in preds}.values() if r.get("status") != "error"]
         conf = [(float(r["confidence"]), float(r["score"])) for r in final if r.get("confidence") is not None]
         try:
