@@ -82,7 +82,8 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
         return OpenAICompatibleBackbone(model=cfg["model"], base_url=f"{base_url}/v1", api_key="local",
                                         supports_n=False, retry=retry, seed=seed,
                                         extra_identity={"gguf": identity, "server": {"impl": "python"}},
-                                        cache_identity={"gguf_sha256": identity.get("sha256")}, **common)
+                                        cache_identity={"gguf_sha256": identity.get("sha256")},
+                                        **{**common, "max_concurrency": 1})  # more would only queue there
     adapters = {n: adapter_identity(a, served_base_sha256=identity.get("sha256")) for n, a in specs.items()}
     lora_ids = await asyncio.to_thread(_match_lora_ids, base_url, specs, name) if specs else {}
     server_id = {"impl": "llama-server", "parallel": parallel}
