@@ -170,10 +170,12 @@ def cot_sc_run(server: str, *, problems: int, max_tokens: int, threads: int, out
                  f"backbone.server.n_threads={threads}", f"sampling.max_tokens={max_tokens}",
                  f"backbone.sampling.max_tokens={max_tokens}", "cache.mode=off", "runner.progress=false",
                  f"results_root={out}", f"experiment=bench-embedded-{server}", *SERVERS[server]]
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "harness.run", *overrides], cwd=ROOT, capture_output=True,
                           text=True)
     wall = time.perf_counter() - t0
+    load_after = os.getloadavg()[0]
     metrics_files = sorted(out.glob(f"bench-embedded-{server}/**/metrics.json"))
     if proc.returncode != 0 or not metrics_files:
         raise SystemExit(f"the {server} run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -182,7 +184,8 @@ def cot_sc_run(server: str, *, problems: int, max_tokens: int, threads: int, out
     toks = int(totals.get("completion_tokens") or 0)
     return {"server": server, "wall_s": round(wall, 2), "n": m.get("n"), "score": m.get("score"),
             "complete": m.get("complete"), "calls": totals.get("calls"), "completion_tokens": toks,
-            "completion_tokens_per_s": round(toks / wall, 2) if wall else None, "overrides": overrides}
+            "completion_tokens_per_s": round(toks / wall, 2) if wall else None, "overrides": overrides,
+            "load_1min_before_after": [round(load_before, 2), round(load_after, 2)]}
 
 
 # --------------------------------------------------------------------------- main
@@ -219,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
                 runs[server] = r
                 print(f"  {server:12s}: {r['wall_s']:7.1f} s wall, {r['calls']} calls, {r['completion_tokens']} "
                       f"completion tokens ({r['completion_tokens_per_s']} tok/s), score {r['score']}, "
-                      f"complete {r['complete']}", flush=True)
+                      f"complete {r['complete']}, load {r['load_1min_before_after']}", flush=True)
         ratio = runs["llama-server"]["wall_s"] / runs["python"]["wall_s"]
         verdict = "OK" if ratio <= 0.7 else "ABOVE GOAL"
         print(f"wall ratio llama-server/python = {ratio:.3f} (goal <= 0.7: {verdict})")
