@@ -147,7 +147,8 @@ def test_n_choices_each_counted_and_split_at_parallel(stub):
     url, files = stub
     res = asyncio.run(llama_backbone(url, files).complete(MSG, {"seed": 10, "max_tokens": 50}, 6, adapter="expert"))
     assert len(res.completions) == 6
-    assert [b.get("n", 1) for b in Stub.chat] == [4, 2] and [b["seed"] for b in Stub.chat] == [10, 14]
+    sent = sorted(Stub.chat, key=lambda b: b["seed"])  # the two requests go out concurrently
+    assert [b.get("n", 1) for b in sent] == [4, 2] and [b["seed"] for b in sent] == [10, 14]
     assert all(b["lora"] == [{"id": 0, "scale": 0.0}, {"id": 1, "scale": 1.0}] for b in Stub.chat)
     first, second = res.completions[0], res.completions[1]
     assert first.completion_tokens == 9 and first.prompt_tokens == 7
@@ -239,3 +240,33 @@ def test_gather_by_adapter_runs_one_adapter_at_a_time_in_input_order():
     assert out == ["a:0", "b:1", "a:2", "None:3", "b:4"]
     assert all(len(s) == 1 for _, s in log)  # never two adapters in flight together
     assert [a for a, _ in log] == ["a", "a", "b", "b", None]
+
+
+def test_through_the_llm_client_adapter_reaches_server_ledger_and_cache(stub, tmp_path):
+    """ctx.generate(adapter=...) -> LLMClient -> the backbone: the lora field reaches the server, the ledger line
+    carries the adapter and its sha256, and an adapter's answer is never replayed for the base (or vice versa)."""
+    from harness.cache import ResponseCache
+    from harness.llm import LLMClient
+
+    url, files = stub
+    bb = llama_backbone(url, files)
+    records = []
+    cache = ResponseCache(tmp_path / "c.sqlite", mode="read-write")
+    llm = LLMClient(bb, cache, run_id="r", method="m", defaults={"temperature": 0.0, "max_tokens": 8})
+
+    async def go(adapter):
+        out = await llm.generate(MSG, stage="s", problem_id="p", seed=1, sink=records.append, adapter=adapter)
+        return out[0].text
+
+    planner = asyncio.run(go("planner"))
+    base = asyncio.run(go(None))
+    again = asyncio.run(go("planner"))
+    assert '"scale": 0.5' in planner and '"scale": 0.5' not in base and again == planner
+    assert len(Stub.chat) == 2  # the third call was a cache hit of the planner's own answer
+    assert Stub.chat[0]["lora"] == [{"id": 0, "scale": 0.5}, {"id": 1, "scale": 0.0}]
+    by_adapter = {r.adapter: r for r in records if not r.cache_hit}
+    assert by_adapter["planner"].adapter_sha256 == bb.adapter_identity("planner")["sha256"]
+    assert by_adapter[None].adapter_sha256 is None
+    with pytest.raises(BackboneError, match="unknown adapter"):
+        asyncio.run(go("critic"))
+    assert len(Stub.chat) == 2
