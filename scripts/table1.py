@@ -246,11 +246,16 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         extra += [o for o in proto.get("user_overrides") or []
                   if not o.startswith(("results_root=", "cache.path=", "runner.progress="))]
         ob = "; ".join(f"{b}: {' '.join(v)}" for b, v in (st.get("overrides_by_benchmark") or {}).items())
-        notes.append(f"Size protocol '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, "
-                     f"limit {st.get('limit')} {st.get('limit_by_benchmark') or ''} "
-                     f"{('per method ' + str(st.get('limit_by_method'))) if st.get('limit_by_method') else ''}".rstrip()
-                     + (f", overrides {' '.join(st.get('overrides') or [])}" if st.get("overrides") else "")
-                     + (f", per benchmark: {ob}" if ob else "")
+        lm = ", ".join(f"{m} {v}" for m, v in (st.get("limit_by_method") or {}).items())
+        bm = "; ".join(f"{m} {'/'.join(v)}" for m, v in (st.get("benchmarks_by_method") or {}).items())
+        mt = (exp.get("max_tokens") or {}).get(st.get("max_tokens") or "") or {}
+        first = "every problem" if st.get("limit") is None else f"the first {st.get('limit')} problems"
+        notes.append(f"Size '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, {first} of each split"
+                     + (f" {st.get('limit_by_benchmark')}" if st.get("limit_by_benchmark") else "")
+                     + (f" (at most: {lm})" if lm else "") + (f"; only on: {bm}" if bm else "")
+                     + (f"; max_tokens {', '.join(f'{b} {v}' for b, v in mt.items())}" if mt else "")
+                     + (f"; overrides {' '.join(st.get('overrides') or [])}" if st.get("overrides") else "")
+                     + (f"; per benchmark: {ob}" if ob else "")
                      + (f"; command line: {' '.join(extra)}" if extra else "") + ".")
     if feet.texts:
         notes.append("Deviations from the method's paper that can change its score (numbered marks on the row):")
