@@ -92,7 +92,8 @@ class LLMClient:
         if isinstance(params.get("stop"), (list, tuple)):
             params["stop"] = list(params["stop"])
         ad = self.adapter_identity(adapter)
-        key_adapter = None if ad is None else {"name": adapter, "sha256": ad.get("sha256")}
+        key_adapter = None if ad is None else {"name": adapter, "sha256": ad.get("sha256"),
+                                               **({"scale": ad["scale"]} if ad.get("scale", 1.0) != 1.0 else {})}
         call = _Call(self, sink, problem_id, stage, role or self.role, adapter, ad)
         indices = [sample_offset + i for i in range(n)]
         results: dict[int, Completion] = {}

@@ -270,3 +270,20 @@ def test_through_the_llm_client_adapter_reaches_server_ledger_and_cache(stub, tm
     with pytest.raises(BackboneError, match="unknown adapter"):
         asyncio.run(go("critic"))
     assert len(Stub.chat) == 2
+
+
+def test_a_changed_adapter_scale_is_not_served_from_the_cache(stub, tmp_path):
+    """The LoRA scale changes the output: an answer cached at scale 1.0 must not replay at 0.5."""
+    from harness.cache import ResponseCache
+    from harness.llm import LLMClient
+
+    url, files = stub
+    cache = ResponseCache(tmp_path / "c.sqlite", mode="read-write")
+    texts = []
+    for scale in (1.0, 0.5, 1.0):
+        llm = LLMClient(llama_backbone(url, files, scale=scale), cache, run_id="r", method="m",
+                        defaults={"temperature": 0.0})
+        out = asyncio.run(llm.generate(MSG, stage="s", problem_id="p", seed=1, sink=lambda r: None,
+                                       adapter="planner"))
+        texts.append(out[0].text)
+    assert len(Stub.chat) == 2 and texts[0] == texts[2] != texts[1]
