@@ -50,8 +50,9 @@ def run_spec(spec: RunSpec) -> dict[str, Any]:
 
 def test_twenty_percent_faults_over_100_problems_every_problem_answered(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tiny_rows(tmp_path / "data", 100)))
-    with FaultServer(rate=0.2, seed=7, hang_s=2.0, retry_after_s=0.05, max_seconds=240) as srv:
-        spec = fault_spec(tmp_path, srv.url)
+    with FaultServer(rate=0.2, seed=7, hang_s=3.0, retry_after_s=0.05, max_seconds=240) as srv:
+        spec = fault_spec(tmp_path, srv.url, backbone=backbone_config(srv.url, retry={
+            "max_attempts": 8, "base_delay_s": 0.01, "max_delay_s": 0.1, "timeout_s": 2.0}))
         metrics = run_spec(spec)
         faults = dict(srv.faults)
         # the same run replayed from the cache (the server now healthy) gives the same numbers, zero requests
@@ -63,7 +64,10 @@ def test_twenty_percent_faults_over_100_problems_every_problem_answered(tmp_path
     calls = read_jsonl_tolerant(spec.out_dir / "calls.jsonl")
     assert len(calls) == 600 and all(c["error"] is None for c in calls)
     retried = [c for c in calls if c["retries"]]
-    assert sum(c["retries"] for c in calls) == sum(faults.values())  # every injected fault is a recorded retry
+    # every injected fault is a recorded retry; on a loaded machine a slow reply may also time out (logged as such)
+    total, injected = sum(c["retries"] for c in calls), sum(faults.values())
+    timeouts = sum(1 for c in retried for line in c["retry_log"] if line.startswith("timeout"))
+    assert injected <= total <= injected + max(0, timeouts - faults["hang"]), (total, injected, timeouts)
     assert retried and all(len(c["retry_log"]) == c["retries"] and c["attempts"] == c["retries"] + 1 for c in retried)
     # no fault reached an answer: every prediction has the server's deterministic reply
     preds = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")
