@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from harness.tools import Tool
 
 
+class NoEpisode(RuntimeError):
+    """An environment benchmark's problem ended without any episode: the method never played."""
+
+
 @dataclass(frozen=True)
 class DataInfo:
     """Which data a run read (recorded in meta.json)."""
@@ -136,10 +140,13 @@ class Benchmark:
         """The problem's score from what the environment reported, never from the method's answer.
 
         Default: the last episode; its success flag when the environment reports one, else its
-        total reward. An environment problem the method never reset scores 0.
+        total reward. A method that never reset the environment raises :class:`NoEpisode`: the
+        problem is an error (a method that cannot play this benchmark), never a score of 0.
         """
         if not episodes:
-            return Score(0.0, None, {"rule": "no-episode"})
+            raise NoEpisode(f"benchmark {self.name} is an environment, but the method played no episode "
+                            "(it never called `await ctx.env()` / `reset()`): use a method that acts in "
+                            "environments")
         last = episodes[-1]
         value = float(last.success) if last.success is not None else float(last.total_reward)
         return Score(value, None, {"rule": "environment", "episode": last.index, "steps": last.steps,

@@ -244,8 +244,12 @@ class Runner:
                 else:
                     score = await self.benchmark.score(solution.answer, problem)
                 value, extracted, details = score.value, score.extracted, score.details
-            except Exception as exc:  # noqa: BLE001 - malformed output scores 0, raw output kept
-                value, extracted, details = 0.0, None, {"scoring_error": f"{type(exc).__name__}: {exc}"}
+            except Exception as exc:  # noqa: BLE001 - a scorer crash is our bug: an error, never a 0
+                # Scorers turn malformed model output into a 0 themselves (extracted None); an exception
+                # here is a crash in our code or a broken environment verdict, so the problem is an error.
+                status, error = "error", f"ScoringError: {type(exc).__name__}: {exc}"
+                value, extracted, details = 0.0, None, {"not_scored": "the scorer raised",
+                                                        "traceback": traceback.format_exc(limit=8)}
         summary = pctx.summary()
         rec = {
             "id": problem.id, "index": problem.index, "status": status, "error": error,
@@ -261,7 +265,8 @@ class Runner:
         if host is not None:
             rec["episodes"] = [ep.to_dict() for ep in host.episodes]
         writer.append(rec, pctx.calls)
-        self._done_scores.append(value)
+        if status == "ok":  # the progress bar's score is over answered problems, like metrics.json
+            self._done_scores.append(value)
         self._done_cost += summary.cost_usd
         self._tick()
         return solution

@@ -207,3 +207,14 @@ def test_a_custom_engine_that_raises_is_an_error_even_when_the_method_catches_it
     (p,) = load(spec)[0]
     assert p["status"] == "error" and "custom engine lost its state" in p["error"]
     assert "custom engine lost its state" in p["trace"]["swallowed"]
+
+
+def test_a_method_that_never_plays_an_environment_is_an_error_not_a_zero(tmp_path, counter):
+    # before: an environment problem the method never reset scored 0 ("no-episode") with status ok
+    counter_data(counter, goals=[1, 2])
+    spec = env_spec(tmp_path)
+    spec.method_cfg.update({"name": "ask", "solver": "tests.fake_methods:ask_once", "params": {}})
+    metrics = run(spec, ScriptedBackbone(lambda m, s: "SUCCESS"))
+    preds, _, _ = load(spec)
+    assert all(p["status"] == "error" and "played no episode" in p["error"] for p in preds)
+    assert metrics["n"] == 0 and metrics["n_errors"] == 2 and metrics["complete"] is False

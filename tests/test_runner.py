@@ -7,7 +7,7 @@ import re
 import pytest
 
 from harness.results import read_jsonl_tolerant
-from tests.conftest import make_spec, run
+from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 
 
@@ -150,3 +150,23 @@ def test_stateful_method_resumes_to_the_same_numbers(tmp_path, tiny_data):
     run(crashed, bb)
     got = {p["id"]: p["trace"]["state_at_solve"] for p in load(crashed)[0]}
     assert got == expected and len(got) == 7
+
+
+class RaisingScorer(EchoBenchmark):
+    """A scorer with a bug: it raises on p1 (a crash in our code, not a wrong answer)."""
+
+    async def score(self, text, problem):
+        if problem.id == "p1":
+            raise KeyError("scorer bug")
+        return await super().score(text, problem)
+
+
+def test_a_scorer_crash_is_an_error_not_a_zero(tmp_path, tiny_data):
+    # before: the exception became score 0 with status ok, averaged into the headline as a wrong answer
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=3)
+    spec.benchmark_cfg["kind"] = "tests.test_runner.RaisingScorer"
+    metrics = run(spec, ScriptedBackbone(arithmetic))
+    preds, _, _ = load(spec)
+    bad = [p for p in preds if p["id"] == "p1"][0]
+    assert bad["status"] == "error" and "ScoringError" in bad["error"] and "scorer bug" in bad["error"]
+    assert metrics["n"] == 2 and metrics["n_errors"] == 1 and metrics["complete"] is False

@@ -106,7 +106,7 @@ class WebShop(Benchmark):
 
     async def score_episodes(self, episodes: list[Any], problem: Problem) -> Score:
         if not episodes:
-            return Score(0.0, None, {"rule": "no-episode"})
+            return await super().score_episodes(episodes, problem)  # raises NoEpisode: an error, not a 0
         last = episodes[-1]
         bought = [r for r in last.trajectory if r.get("event") == "step" and "purchased" in (r.get("info") or {})]
         details: dict[str, Any] = {"rule": "environment", "episode": last.index, "steps": last.steps,
