@@ -111,6 +111,23 @@ def test_role_filter_and_chat_prompts(tmp_path: Path):
     assert [r["prompt"] for r in ds.rows] == [msgs]
 
 
+def test_environment_steps_reach_the_extractor(tmp_path: Path):
+    """An environment run's steps (trajectories.jsonl, by problem and attempt) are the extractor's to use."""
+    root = _run(tmp_path / "r", [{"id": "e1", "status": "ok", "attempt": "x2", "score": 1.0, "trace": {}}])
+    steps = [{"problem_id": "e1", "attempt": "x1", "episode": 0, "action": "old attempt"},
+             {"problem_id": "e1", "attempt": "x2", "episode": 0, "observation": "a room", "action": "go north"},
+             {"problem_id": "e1", "attempt": "x2", "episode": 0, "observation": "a door", "action": "open door"}]
+    (root / "trajectories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in steps))
+
+    def actions(t):
+        return [Example(s["observation"], s["action"], t.score >= 1.0, "actor") for s in t.steps]
+
+    runs = find_runs([root])
+    ds = build_sft(runs, actions, tmp_path / "acts.jsonl")
+    assert [(r["prompt"], r["completion"]) for r in ds.rows] == [("a room", "go north"), ("a door", "open door")]
+    assert "trajectories.jsonl" in ds.provenance["sources"][0]["files"]
+
+
 def test_bad_inputs_fail_clearly(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="no run folder"):
         find_runs([tmp_path])
