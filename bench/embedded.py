@@ -172,13 +172,19 @@ def cot_sc_run(server: str, *, problems: int, max_tokens: int, threads: int, out
                  f"results_root={out}", f"experiment=bench-embedded-{server}", *SERVERS[server]]
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "harness.run", *overrides], cwd=ROOT, capture_output=True,
-                          text=True)
+    proc = subprocess.Popen([sys.executable, "-m", "harness.run", *overrides], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        _, stderr = proc.communicate()
+    finally:  # the bench interrupted: the run (and through it its server) stops too
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(30)
     wall = time.perf_counter() - t0
     load_after = os.getloadavg()[0]
     metrics_files = sorted(out.glob(f"bench-embedded-{server}/**/metrics.json"))
     if proc.returncode != 0 or not metrics_files:
-        raise SystemExit(f"the {server} run failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"the {server} run failed (exit {proc.returncode}):\n{stderr[-3000:]}")
     m = json.loads(metrics_files[0].read_text())
     totals = m.get("totals") or {}
     toks = int(totals.get("completion_tokens") or 0)
