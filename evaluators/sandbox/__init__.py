@@ -29,8 +29,9 @@ Privileges. As root (the reference container) the untrusted process becomes uid/
 interpreter even where that lives under ``/root`` but cannot write files it does not own,
 signal or ptrace the runner; if that is impossible, uid 0 without any capability; if that is
 impossible too, nothing runs (status ``error``). It runs in a new pid namespace (cannot see
-or signal anything outside; everything it starts dies with it) inside a new network namespace
-(no usable interface, so no network even past the audit hook). It is PID 2 there, the child of
+or signal anything outside; everything it starts dies with it) inside a network namespace with
+no usable interface (no network even past the audit hook; one per fork server, shared by its
+runs, or one per run when runners are started directly). It is PID 2 there, the child of
 a small reaper (PID 1) that never runs solution code: Linux drops signals a namespace's init
 sends itself, SIGKILL included, so a solution running as PID 1 could survive its own
 ``os.kill(os.getpid(), 9)`` and pass. The reaper reports how the solution ended and kills it
@@ -46,15 +47,18 @@ imports of ``ctypes``/``_posixsubprocess``; ``PR_SET_NO_NEW_PRIVS``; ``PR_SET_PD
 
 Speed. A fork server (one warm ``python -I -S`` per harness process, which never sees run
 data) keeps a few runners already forked, each with its untrusted process waiting; a run only
-hands one the file descriptors of its spec, stdout, stderr and result pipes. Where a fork
-server cannot run, each run starts ``python -I -S`` directly (same protocol).
+hands one the file descriptors of its spec, stdout, stderr and result pipes. Spares prepare at
+nice 10 and get their priority back when assigned. Where a fork server cannot run, each run
+starts ``python -I -S`` directly (same protocol).
 
 Residual risks, stated plainly. This is not a VM: the untrusted process can read files
 (world-readable ones, and as nobody with CAP_DAC_READ_SEARCH any file) and, when the harness
 does not run as root, write wherever the harness user can (its virtualenv included, which
 could affect later runs). Code that deliberately reaches native code (e.g. through a
 compiled extension in site-packages, or frames of the wrapper) can bypass the audit hook and
-so the fork/socket guards, but not the verdict, the rlimits, the namespaces or the uid.
+so the fork/socket guards, but not the verdict, the rlimits, the namespaces or the uid; such
+code could also reach a concurrent run's solution through an abstract unix socket (the runs of
+one fork server share its empty network namespace), which holds nothing of any verdict or gold.
 Programs given as plain strings (not a :class:`Program` from :func:`humaneval_program` /
 :func:`mbpp_program`) run entirely in the untrusted process and pass when they finish
 without an exception: that only stops accidental false passes (exit codes, printed
