@@ -167,3 +167,41 @@ def test_humaneval_tool_runs_only_kept_tests() -> None:
         assert res is not None and res["passed"] == res["total"] == len(bench.public_tests(p))
     else:
         assert res is None
+
+
+# ---- through the runner: what a method gets ----------------------------------------------------
+
+async def probe(problem, ctx):  # a method that reports what it can see (used below)
+    from harness.types import Solution
+
+    text = await ctx.ask(ctx.benchmark.prompt(problem, "{task}\n{answer_instruction}"), stage="answer")
+    tool = await ctx.benchmark.run_public_tests(text, problem)
+    return Solution(text, trace={"fields": sorted(problem.fields), "task": ctx.benchmark.render(problem),
+                                 "tool": None if tool is None else [r["test"] for r in tool["results"]],
+                                 "tool_passed": None if tool is None else tool["passed"]})
+
+
+def test_runner_gives_methods_the_task_text_the_view_and_only_the_shown_tests(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+    import json
+
+    from tests.conftest import make_spec, run
+    from tests.doubles import ScriptedBackbone
+
+    data = Path(__file__).resolve().parents[1] / "data"
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(data))
+    bench = yaml.safe_load((CONFIGS / "mbpp.yaml").read_text())
+    bench["limit"] = 2
+    spec = make_spec(tmp_path, {"name": "probe", "solver": "tests.test_code_protocol:probe", "params": {}})
+    spec = dataclasses.replace(spec, benchmark_cfg=bench, full_config={**spec.full_config, "benchmark": bench})
+    answer = "```python\ndef tuple_to_int(nums):\n    return 123\n```"  # passes the shown example of mbpp/116 only
+    run(spec, ScriptedBackbone(lambda messages, sampling: answer))
+    preds = [json.loads(line) for line in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
+    first = next(p for p in preds if p["id"] == "mbpp/116")
+    trace = first["trace"]
+    assert "test_list" not in trace["fields"] and "public_tests" in trace["fields"]
+    assert "assert tuple_to_int((1,2,3))==123" in trace["task"]
+    assert trace["tool"] == ["assert tuple_to_int((1,2,3))==123"] and trace["tool_passed"] == 1
+    assert first["score"] == 0.0  # the hidden asserts decide
+    assert [c["name"] for c in first["tool_calls"]] == ["run_public_tests"]  # recorded in the trace
