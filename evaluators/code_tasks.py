@@ -10,8 +10,9 @@ shows, keyed by task id (never by function name: 8 MBPP names repeat across prob
 
 * MBPP: the first ``test_list`` assert, appended to the task text ("Your code should pass this
   test:"), as the original MBPP prompt and evalplus' MBPP+ prompt do. It is also one of the three
-  scored asserts; the other two (and ``test_setup_code``) stay hidden. Task 630, whose canonical
-  solution is broken, keeps the example in its text but not in the tool (config table below). AFlow's
+  scored asserts; the other two (and ``test_setup_code``) stay hidden. Task 630 of the AFlow
+  test split, whose (sanitized) canonical solution is broken, keeps the example in its text but not
+  in the tool (``public_tests_failing_canonical`` of ``configs/benchmark/mbpp.yaml``, per split). AFlow's
   ``mbpp_public_test.jsonl`` is not used: it is keyed by function name, and where it differs from
   the first assert (5 of 427 rows) it is garbled (``set(`` rewritten as ``candidate(``).
 * HumanEval: the prompt is the official one (signature + docstring examples). Public tests come
@@ -220,7 +221,8 @@ class MBPP(CodeBenchmark):
         entry = row.get("entry_point") or _function_name(tests[0])
         prompt = row.get("prompt") or row.get("text")
         examples = tests[:1]  # the example test: part of the task text (render)
-        failing = _failing(self.cfg, str(row["task_id"]))
+        by_split = self.cfg.get("public_tests_failing_canonical") or {}
+        failing = _failing({"public_tests_failing_canonical": by_split.get(self.cfg.get("split"))}, str(row["task_id"]))
         fields = {"prompt": prompt, "entry_point": entry, "test_list": tests,
                   "test_imports": _as_list(row.get("test_imports")), "test_setup_code": row.get("test_setup_code", ""),
                   "example_tests": examples,
