@@ -11,6 +11,7 @@ import ast
 import builtins as _builtins
 import json
 import symtable
+from functools import lru_cache
 from typing import Any, Iterable, Sequence
 
 __all__ = ["Program", "humaneval_program", "mbpp_program"]
@@ -44,8 +45,12 @@ def _make_program(text: str, prelude: str, solution: str, test: str, entry_point
     return Program(text, prelude=prelude, solution=solution, test=test, entry_points=entry_points)
 
 
-def _globals_read_and_bound(src: str) -> tuple[set[str], set[str]]:
-    """Names ``src`` reads as globals (at any depth) and names it binds at module level."""
+@lru_cache(maxsize=2048)
+def _globals_read_and_bound(src: str) -> tuple[frozenset[str], frozenset[str]]:
+    """Names ``src`` reads as globals (at any depth) and names it binds at module level.
+
+    Cached: a benchmark's test and prompt are the same for every candidate of a problem (CoT-SC,
+    debate rounds, refinement steps), and building the symbol table costs about a compile."""
     top = symtable.symtable(src, "<test>", "exec")
     read: set[str] = set()
     bound = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported()
@@ -57,7 +62,7 @@ def _globals_read_and_bound(src: str) -> tuple[set[str], set[str]]:
             if sym.is_referenced() and (table.get_type() == "module" or sym.is_global()):
                 read.add(sym.get_name())
         stack.extend(table.get_children())
-    return read, bound
+    return frozenset(read), frozenset(bound)
 
 
 def _entry_points(test: str, prelude: str, explicit: Sequence[str] = (), solution: str | None = None) -> tuple[str, ...]:
