@@ -43,7 +43,8 @@ SELF_SIGNALS = [
 
 
 def _modes() -> list[tuple[bool, str]]:
-    privileges = ["nobody", "nocaps"] if ROOT else ["none"]
+    # "none" is the unprivileged harness's mode (nothing to drop); as root it runs the same code path
+    privileges = ["nobody", "nocaps", "none"] if ROOT else ["none"]
     return [(ns, priv) for ns in (True, False) for priv in privileges]
 
 
