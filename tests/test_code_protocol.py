@@ -205,3 +205,41 @@ def test_runner_gives_methods_the_task_text_the_view_and_only_the_shown_tests(tm
     assert trace["tool"] == ["assert tuple_to_int((1,2,3))==123"] and trace["tool_passed"] == 1
     assert first["score"] == 0.0  # the hidden asserts decide
     assert [c["name"] for c in first["tool_calls"]] == ["run_public_tests"]  # recorded in the trace
+
+
+# ---- every method: the same visible example, and no test the prompt does not show ------------------
+
+METHODS = sorted(p.stem for p in (CONFIGS.parent / "method").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_method_prompt_shows_the_example_and_runs_only_it(method: str, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each configured method, on MBPP task 116 with a scripted backbone: its first prompt contains the
+    problem's example test (the same one for every method, keyed by task id) and every test it runs
+    through the tool is that test (DenoiseFlow's verifier and Self-Refine's feedback call it by default)."""
+    import dataclasses
+    import json
+
+    from tests.conftest import compose, make_spec, run
+    from tests.doubles import ScriptedBackbone
+
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(Path(__file__).resolve().parents[1] / "data"))
+    bench = yaml.safe_load((CONFIGS / "mbpp.yaml").read_text())
+    bench["limit"] = 1
+    method_cfg = compose([f"method={method}", "benchmark=mbpp"])["method"]  # as a run resolves it
+    spec = make_spec(tmp_path, method_cfg)
+    spec = dataclasses.replace(spec, benchmark_cfg=bench, full_config={**spec.full_config, "benchmark": bench,
+                                                                        "method": method_cfg})
+    example = "assert tuple_to_int((1,2,3))==123"
+    program = "```python\ndef tuple_to_int(nums):\n    return int(''.join(map(str, nums)))\n```"
+    backbone = ScriptedBackbone(lambda messages, sampling: f"The function below.\n{program}\nIt is correct.")
+    run(spec, backbone)
+    preds = [json.loads(line) for line in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
+    assert len(preds) == 1 and preds[0]["id"] == "mbpp/116" and preds[0]["status"] == "ok", preds
+    first = "\n".join(m["content"] for m in backbone.requests[0][0])
+    assert example in first, (method, first[:500])
+    for call in preds[0].get("tool_calls") or []:
+        assert call["name"] == "run_public_tests"
+        result = json.loads(call["result"]) if isinstance(call["result"], str) else call["result"]
+        assert [r["test"] for r in result["results"]] == [example], (method, result)
