@@ -20,9 +20,9 @@ def _serve(ctl_fd, namespaces, n_spares):
     A spare is a runner that has already forked its solution process and waits: forking and
     first scheduling happen off the critical path. The server never reads run data: a request
     is a run id, a working directory and four file descriptors (spec pipe, stdout, stderr,
-    result pipe) over a SOCK_SEQPACKET socket, handed on to a spare. It writes "~pid N" into the
-    run's result pipe and closes its copies; "kill" SIGKILLs a run's process group (only while
-    it is unreaped, so never a recycled pid). When the harness goes away, everything goes.
+    result pipe) over a SOCK_SEQPACKET socket, handed on to a spare; it closes its copies. "kill"
+    SIGKILLs a run's process group (only while it is unreaped, so never a recycled pid). When the
+    harness goes away, everything goes.
     """
     import socket, select, json, resource, importlib, re, types, numbers, traceback, fcntl, ctypes, gc  # warm
     shared_netns = False
@@ -87,7 +87,6 @@ def _serve(ctl_fd, namespaces, n_spares):
                 except OSError:
                     pass
             try:
-                os.write(fds[3], b"~pid %d\n" % pid)
                 socket.send_fds(mine, [json.dumps(req).encode()], fds)
             except OSError:
                 mine.close()
