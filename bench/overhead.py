@@ -44,7 +44,13 @@ async def bare_client(url: str, requests: int, concurrency: int, lib: str = "htt
     async with httpx.AsyncClient(limits=limits) as client:
         async def one() -> None:
             async with sem:
-                (await client.post(f"{url}/chat/completions", json=body)).json()
+                for attempt in range(3):  # the server may close an idle keep-alive connection: resend once
+                    try:
+                        (await client.post(f"{url}/chat/completions", json=body)).json()
+                        return
+                    except httpx.TransportError:
+                        if attempt == 2:
+                            raise
 
         t0 = time.perf_counter()
         await asyncio.gather(*(one() for _ in range(requests)))

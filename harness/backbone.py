@@ -215,8 +215,10 @@ class OpenAICompatibleBackbone:
         self._extra_identity = extra_identity or {}
         self._cache_identity = cache_identity if cache_identity is not None else {"base_url": base_url}
         self._rng = random.Random(seed)
-        self._client = AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                   timeout=self.retry.timeout_s)
+        from harness.transport import LeanPost  # core-B: openai's auth and errors without its per-request cost
+
+        self._client = LeanPost(AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
+                                            timeout=self.retry.timeout_s))
 
     def identity(self) -> dict[str, Any]:
         """Everything known about the model, for meta.json."""
