@@ -1,0 +1,66 @@
+"""The lean POST raises what the openai client would (so classification and Retry-After are unchanged)."""
+from __future__ import annotations
+
+import asyncio
+import socket
+
+import openai
+import pytest
+
+from harness.transport import LeanPost
+from tests.fault_server import FaultServer
+
+BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "What is 1+1?"}]}
+
+
+def lean(url: str, timeout: float = 5.0) -> LeanPost:
+    return LeanPost(openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout))
+
+
+def test_status_timeout_and_connection_errors_are_openai_errors():
+    async def main(url):
+        c = lean(url, timeout=0.5)
+        try:
+            ok = (await c.post("/chat/completions", body=BODY)).json()
+            srv.fail_all = "429"
+            with pytest.raises(openai.RateLimitError) as rate:
+                await c.post("/chat/completions", body=BODY)
+            srv.fail_all = "503"
+            with pytest.raises(openai.APIStatusError) as unavailable:
+                await c.post("/chat/completions", body=BODY)
+            srv.fail_all = "hang"
+            with pytest.raises(openai.APITimeoutError):
+                await c.post("/chat/completions", body=BODY)
+            srv.fail_all = None
+            absolute = (await c.post(f"{url}/models", body={})).json()  # absolute URLs (llama-server /tokenize)
+        finally:
+            await c.close()
+        return ok, rate.value, unavailable.value, absolute
+
+    with FaultServer(retry_after_s=7, hang_s=2) as srv:
+        ok, rate, unavailable, absolute = asyncio.run(main(srv.url))
+    assert ok["choices"][0]["message"]["content"].startswith("thinking")
+    assert rate.status_code == 429 and rate.response.headers["retry-after"] == "7"
+    assert unavailable.status_code == 503 and absolute["data"][0]["id"] == "fault-model"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+
+    async def dead():
+        c = lean(f"http://127.0.0.1:{port}/v1")
+        try:
+            await c.post("/chat/completions", body=BODY)
+        finally:
+            await c.close()
+
+    with pytest.raises(openai.APIConnectionError):
+        asyncio.run(dead())
+
+
+def test_the_key_and_organisation_are_sent():
+    seen = {}
+    c = LeanPost(openai.AsyncOpenAI(base_url="http://127.0.0.1:1/v1", api_key="sk-abc", organization="org-1",
+                                    max_retries=0))
+    seen.update(c._http.headers)
+    asyncio.run(c.close())
+    assert seen["authorization"] == "Bearer sk-abc" and seen["openai-organization"] == "org-1"
