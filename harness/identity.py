@@ -22,7 +22,7 @@ NEUTRAL_KEYS = (
     "experiment", "results_root", "logger", "cache", "restart", "limit", "sample", "dry_run",
     "benchmark.limit", "benchmark.sample",
     "runner.progress", "runner.max_concurrent_problems", "runner.fsync", "runner.fail_fast_after",
-    "runner.correct_threshold",
+    "runner.correct_threshold", "method.label", "method.deviations",
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
 NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "retry", "api_key_env", "server.n_threads", "base_url")

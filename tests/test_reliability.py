@@ -110,7 +110,8 @@ def test_changed_model_identity_is_refused_and_restart_starts_over(tmp_path, tin
 def test_neutral_keys_and_problem_selection_do_not_change_the_identity(tmp_path, tiny_data):
     run(make_spec(tmp_path, ONCE, limit=2), ScriptedBackbone(arithmetic))
     wider = make_spec(tmp_path, ONCE, limit=5, runner={"max_concurrent_problems": 3, "fsync": True})
-    wider.full_config.update(runner={"progress": False, "max_concurrent_problems": 3}, logger={"name": "none"})
+    wider.full_config.update(runner={"progress": False, "max_concurrent_problems": 3}, logger={"name": "none"},
+                             method={**ONCE, "label": "Ask once", "deviations": ["a footnote"]})
     bb = ScriptedBackbone(arithmetic)
     assert run(wider, bb)["n"] == 5 and len(bb.requests) == 3
 
