@@ -139,23 +139,36 @@ def test_trained_adapter_changes_llama_cpp_generations(tiny, sft_run):
     assert outs[0] != outs[1], outs
 
 
-def test_dpo_loss_falls(tiny, run_dir: Path, tmp_path: Path):
+def test_dpo_loss_falls_and_logs_to_wandb(tiny, run_dir: Path, tmp_path: Path, monkeypatch):
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wb"))
+    (tmp_path / "wb").mkdir()
     ds = build_dpo(find_runs([run_dir]), _plans, tmp_path / "dpo.jsonl")
     assert len(ds.rows) == 8
     res = train(_cfg("dpo", ds.path, tiny, tmp_path / "dpo", "max_steps=2", "export_gguf=false",
-                     "val_fraction=0.25", "eval_steps=2", "lr=1e-1"))
+                     "val_fraction=0.25", "eval_steps=2", "lr=1e-1", "logger=wandb"))
+    assert list((tmp_path / "wb").rglob("*.wandb")), "logger=wandb wrote no offline wandb run"
     assert res.losses[0] == pytest.approx(0.6931, abs=1e-3)  # log 2: the adapter starts as the reference
     assert res.losses[-1] < res.losses[0] - 0.01, res.losses
     assert res.eval_losses and res.gguf is None and (tmp_path / "dpo" / "loss.png").stat().st_size > 1000
 
 
-def test_kto_loss_falls(tiny, run_dir: Path, tmp_path: Path):
+def test_kto_continues_the_sft_adapter_and_its_loss_falls(tiny, run_dir: Path, sft_run, tmp_path: Path):
+    """DyFlow's chain: KTO refines the SFT'd designer (init_adapter), which is also KTO's reference."""
+    from safetensors.torch import load_file
+
     ds = build_kto(find_runs([run_dir]), trace_examples(), tmp_path / "kto.jsonl", ratio=1.0)
     assert ds.provenance["counts"]["desirable"] == ds.provenance["counts"]["undesirable"] == 4
     # beta=1 (not D.2's 0.1) so that two steps on a random toy model move the loss visibly
-    res = train(_cfg("kto", ds.path, tiny, tmp_path / "kto", "max_steps=2", "export_gguf=false", "lr=2e-1", "beta=1.0"))
-    assert res.losses[0] == pytest.approx(0.5, abs=1e-3)  # the adapter starts as the reference
+    # batch 8 = the whole dataset: both steps see the same rows, so their losses are comparable
+    res = train(_cfg("kto", ds.path, tiny, tmp_path / "kto", "max_steps=2", "export_gguf=false", "lr=2e-1", "beta=1.0",
+                     "batch_size=8", f"init_adapter={sft_run['res'].adapter_dir}"))
+    assert res.losses[0] == pytest.approx(0.5, abs=1e-3)  # the policy starts equal to its reference (the SFT adapter)
     assert res.losses[-1] < res.losses[0] - 0.005, res.losses
+    assert res.identity["init_adapter"]["sha256"] and not (res.adapter_dir / "ref").exists()
+    sft_w, kto_w = load_file(sft_run["res"].adapter_dir / "adapter_model.safetensors"), \
+        load_file(res.adapter_dir / "adapter_model.safetensors")
+    assert sft_w.keys() == kto_w.keys() and any((sft_w[k] - kto_w[k]).abs().max() > 0 for k in sft_w)
 
 
 def test_wrong_dataset_kind_is_refused(tiny, run_dir: Path, tmp_path: Path, capsys):

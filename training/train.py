@@ -13,6 +13,7 @@ when ``logger=wandb``.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -222,10 +223,6 @@ def _make_trainer(kind: str, model: Any, args: Any, train_ds: Any, eval_ds: Any,
 
 def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
     """Run (or resume) one training run described by a composed config (see :func:`compose_config`)."""
-    import torch
-    from datasets import Dataset as HFDataset
-    from peft import LoraConfig
-
     kind = cfg["kind"]
     if kind not in KINDS:
         raise TrainError(f"kind={kind!r}: choose one of {', '.join(KINDS)}")
@@ -235,8 +232,33 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
         from harness.logging_wandb import _import_wandb, resolve_mode
 
         _import_wandb()
-        os.environ.setdefault("WANDB_MODE", resolve_mode(None))
-        os.environ.setdefault("WANDB_PROJECT", "agentic-repro")
+        with _env(WANDB_MODE=os.environ.get("WANDB_MODE") or resolve_mode(None),
+                  WANDB_PROJECT=os.environ.get("WANDB_PROJECT") or "agentic-repro"):
+            return _train(cfg, callbacks)
+    return _train(cfg, callbacks)
+
+
+@contextlib.contextmanager
+def _env(**values: str):
+    """Environment variables for transformers' wandb integration, for this run only."""
+    before = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
+    import torch
+    from datasets import Dataset as HFDataset
+    from peft import LoraConfig
+
+    kind = cfg["kind"]
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     out = Path(cfg["out"]).expanduser().resolve()
@@ -272,9 +294,21 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
     t_load = time.perf_counter()
     model, tok = load_base(base, dtype=dtype)
     load_s = time.perf_counter() - t_load
-    lc = cfg["lora"]
-    lora = LoraConfig(r=int(lc["r"]), lora_alpha=int(lc["alpha"]), lora_dropout=float(lc["dropout"]),
-                      target_modules=list(lc["target_modules"]), task_type="CAUSAL_LM")
+    init = None
+    if cfg.get("init_adapter"):
+        from peft import PeftModel
+
+        from harness.peft_backbone import peft_dir_for
+        from training.identity import read_adapter_identity
+
+        folder = peft_dir_for(cfg["init_adapter"])
+        init = read_adapter_identity(folder)
+        model = PeftModel.from_pretrained(model, str(folder), is_trainable=True)
+        lora = None  # the init adapter's own shape; trl keeps a frozen copy of it as the KTO/DPO reference
+    else:
+        lc = cfg["lora"]
+        lora = LoraConfig(r=int(lc["r"]), lora_alpha=int(lc["alpha"]), lora_dropout=float(lc["dropout"]),
+                          target_modules=list(lc["target_modules"]), task_type="CAUSAL_LM")
     step_times: list[float] = []
     args = _trainer_args(cfg, out, eval_ds is not None, dtype)
     trainer = _make_trainer(kind, model, args, train_ds, eval_ds, tok, lora,
@@ -288,7 +322,7 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
     plot_losses(history, out / "loss.png")
 
     adapter_dir = out / "adapter"
-    trainer.model.save_pretrained(adapter_dir)
+    trainer.model.save_pretrained(adapter_dir, selected_adapters=["default"])  # not trl's frozen "ref" copy
     gguf = None
     if cfg["export_gguf"]:
         from training.llama_cpp import convert_lora_to_gguf
@@ -303,7 +337,7 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
         "training_data": {"path": str(data.path), "sha256": data.sha256, "kind": data.provenance.get("kind"),
                           "rows": len(data.rows), "sources": [s.get("run_id") for s in data.provenance.get("sources", [])],
                           "builder_version": data.provenance.get("builder_version")},
-        "config": cfg, "versions": _versions(), "steps": trainer.state.global_step,
+        "init_adapter": init, "config": cfg, "versions": _versions(), "steps": trainer.state.global_step,
         "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
         "eval_loss": evals[-1] if evals else None,
     }
