@@ -130,6 +130,7 @@ def test_sigkill_then_resume_gives_identical_metrics_and_rebuys_only_what_was_in
         resumed = run_spec(spec)
         rebought = sum(1 for _, k, _ in srv.log[log_mark:] if k in seen_before)
     assert kill_after <= received_before < 6 * n_problems, "the kill came too late to test anything"
+    print(f"killed after {received_before} requests: {in_flight} in flight, {rebought} re-bought on resume")
     assert rebought <= in_flight, (rebought, in_flight)
     report = resumed["this_invocation"]["resumed"]
     # the harness's own count: journalled requests re-sent (a few journalled may never have reached the server)
