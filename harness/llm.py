@@ -118,9 +118,6 @@ class LLMClient:
                 groups = [[i] for i in missing]
             # Siblings are awaited to the end even when one fails: each one's answer is cached and its
             # ledger record written as it arrives; only then is the first failure raised.
-            if len(groups) == 1:  # the common case: no task to create
-                await self._fetch(call, messages, per_sample, groups[0], results)
-                return [results[i] for i in indices]
             outcomes = await asyncio.gather(*(self._fetch(call, messages, per_sample, g, results) for g in groups),
                                             return_exceptions=True)
             failures = [o for o in outcomes if isinstance(o, BaseException)]
