@@ -323,12 +323,14 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
 
     adapter_dir = out / "adapter"
     trainer.model.save_pretrained(adapter_dir, selected_adapters=["default"])  # not trl's frozen "ref" copy
-    gguf = None
+    gguf, export_s = None, None
     if cfg["export_gguf"]:
+        t_export = time.perf_counter()
         from training.llama_cpp import convert_lora_to_gguf
 
         base_cfg_dir = save_base_config(base, trainer.model, tok, out / "base-config")
         gguf = convert_lora_to_gguf(adapter_dir, base_cfg_dir, out / "adapter.gguf", outtype=str(cfg["gguf_outtype"]))
+        export_s = round(time.perf_counter() - t_export, 2)
     losses = [float(h["loss"]) for h in history if "loss" in h]
     evals = [float(h["eval_loss"]) for h in history if "eval_loss" in h]
     name = str(cfg.get("name") or out.name)
@@ -348,7 +350,7 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     result = {"out": str(out), "adapter_dir": str(adapter_dir), "gguf": str(gguf) if gguf else None,
               "steps": trainer.state.global_step, "resumed_from": str(ckpt) if ckpt else None,
               "losses": losses, "eval_losses": evals, "seconds_per_step_median": sps, "load_s": round(load_s, 2),
-              "train_s": round(train_s, 2), "device": "cuda" if torch.cuda.is_available() else "cpu",
+              "train_s": round(train_s, 2), "export_s": export_s, "device": "cuda" if torch.cuda.is_available() else "cpu",
               "threads": torch.get_num_threads()}
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return TrainResult(out, adapter_dir, gguf, record, losses, evals, trainer.state.global_step,
