@@ -221,10 +221,14 @@ def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
     mt = exp["max_tokens"]["embedded"]
     for it in full:
         assert f"backbone.sampling.max_tokens={mt[it.extra['benchmark']]}" in it.overrides
-    # every implemented method has a cell in the smoke size and all six benchmarks in the default
+    # every implemented method has a cell in the smoke size, one benchmark per domain (GSM8K, MBPP, DROP) in the
+    # default, all six in `large`
     methods = {it.extra["method"] for it in full}
     assert methods == {it.extra["method"] for it in smoke}
-    assert all(len({it.extra["benchmark"] for it in full if it.extra["method"] == m}) == 6 for m in methods)
+    assert all({"gsm8k", "mbpp", "drop"} <= {it.extra["benchmark"] for it in full if it.extra["method"] == m}
+               for m in methods)
+    large, _ = build_plan(exp, {"backbone": "local", "size": "large"}, [])
+    assert all(len({it.extra["benchmark"] for it in large if it.extra["method"] == m}) == 6 for m in methods)
 
 
 def test_size_option_names_the_choices():
