@@ -192,7 +192,12 @@ def test_fixture_is_real_run_output():
     for m in metas:
         meta = json.loads(m.read_text())
         assert meta["model"] and len(meta["data"]["sha256"]) == 64
-        assert json.loads((m.parent / "metrics.json").read_text())["complete"] is True
+        metrics = json.loads((m.parent / "metrics.json").read_text())
+        assert metrics["complete"] is True and metrics["n_errors"] == 0 and metrics["by_role"]
+        assert (m.parent / "identity.json").exists() and (m.parent / "config.yaml").exists()
+        calls = [json.loads(x) for x in (m.parent / "calls.jsonl").read_text().splitlines() if x.strip()]
+        # the real server's finish_reason is in the ledger: the answers were not cut at max_tokens
+        assert calls and all(c["finish_reason"] == "stop" for c in calls)
 
 
 def test_make_figures_from_fixture_with_zero_backbone_calls(tmp_path, no_backbone):
