@@ -1,12 +1,13 @@
 """``make reproduce-table1``: run every implemented Table 1 method on the six benchmarks, then write the table.
 
-    python -m scripts.reproduce_table1 backbone=local                 # embedded default, size `embedded` (~1 h)
+    python -m scripts.reproduce_table1 backbone=local                 # embedded default, size `embedded` (< 1 h)
     python -m scripts.reproduce_table1 backbone=local size=smoke      # ~10 min
+    python -m scripts.reproduce_table1 backbone=local size=large      # every cell, several hours
     python -m scripts.reproduce_table1 backbone=gpt-4o-mini           # the paper's protocol (3 seeds, test splits)
     python -m scripts.reproduce_table1 backbone=local methods=io,cot benchmarks=gsm8k,math limit=5 seeds=42,123
     python -m scripts.reproduce_table1 backbone=local dry_run=true    # print the plan (and a time estimate) only
 
-Script options: backbone, size (alias: protocol; embedded|smoke|paper; default from the backbone), methods,
+Script options: backbone, size (alias: protocol; embedded|smoke|large|paper; default from the backbone), methods,
 benchmarks, seeds, limit, dry_run, logger (none|wandb). Any other ``key=value`` is a Hydra override for every run
 (e.g. ``runner.max_concurrent_problems=8``, ``results_root=/data/results``).
 
