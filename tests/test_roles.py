@@ -54,7 +54,9 @@ def two_role_spec(tmp_path, roles_cfg=None, **kw):
 
 
 def test_two_roles_on_two_backbones_are_attributed_per_role(tmp_path, tiny_data):
-    drafter = ScriptedBackbone(lambda m, s: "ANSWER: 4")
+    # each problem gets its own draft, so the three judge prompts differ: identical prompts would be
+    # (correctly) served from the cache within the run, making the request count depend on timing
+    drafter = ScriptedBackbone(lambda m, s: "ANSWER: " + m[-1]["content"].split("What is ", 1)[1].split("?")[0])
     judge = ScriptedBackbone(lambda m, s: "yes", name="judge")
     spec = two_role_spec(tmp_path, limit=3)
     metrics = run(spec, {"scripted": drafter, "judge-bb": judge})
