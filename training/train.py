@@ -231,10 +231,19 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
     if cfg["logger"] == "wandb":
         from harness.logging_wandb import _import_wandb, resolve_mode
 
-        _import_wandb()
-        with _env(WANDB_MODE=os.environ.get("WANDB_MODE") or resolve_mode(None),
-                  WANDB_PROJECT=os.environ.get("WANDB_PROJECT") or "agentic-repro"):
-            return _train(cfg, callbacks)
+        wandb = _import_wandb()
+        mode = os.environ.get("WANDB_MODE") or resolve_mode(None)
+        project = os.environ.get("WANDB_PROJECT") or "agentic-repro"
+        with _env(WANDB_MODE=mode, WANDB_PROJECT=project):
+            # Start the run ourselves with an explicit mode: transformers' callback reuses an active run,
+            # and wandb's process-wide settings may predate WANDB_MODE (it then asked for a login).
+            run = wandb.init(mode=mode, project=project, dir=os.environ.get("WANDB_DIR"),
+                             name=str(cfg.get("name") or Path(str(cfg["out"])).name),
+                             config={k: v for k, v in cfg.items() if isinstance(v, (str, int, float, bool))})
+            try:
+                return _train(cfg, callbacks)
+            finally:
+                run.finish()
     return _train(cfg, callbacks)
 
 
