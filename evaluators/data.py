@@ -1,12 +1,13 @@
 """Locating and reading benchmark data files from the configurable data directory."""
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
 from pathlib import Path
 from typing import Any
+
+from harness.hashing import sha256_file  # noqa: F401 - re-exported for the loaders
 
 DATA_ENV = "AGENTIC_REPRO_DATA"
 
@@ -18,14 +19,6 @@ class DataMissingError(FileNotFoundError):
 def data_dir(override: str | Path | None = None) -> Path:
     """``override`` > $AGENTIC_REPRO_DATA > ``data/`` (relative to the working directory)."""
     return Path(override or os.environ.get(DATA_ENV) or "data").expanduser().resolve()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

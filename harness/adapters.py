@@ -12,13 +12,14 @@ batched together, so :func:`gather_by_adapter` runs calls adapter by adapter.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from harness.hashing import sha256_tree
 
 __all__ = ["AdapterSpec", "adapter_identity", "gather_by_adapter", "group_by_adapter", "parse_adapters",
            "path_sha256"]
@@ -67,10 +68,7 @@ def path_sha256(path: str | os.PathLike[str]) -> str:
     cache = default_cache_dir()  # sidecars go to the cache, never into the adapter's own folder
     if p.is_file():
         return file_sha256(p, cache_dir=cache)
-    h = hashlib.sha256()
-    for f in sorted(q for q in p.rglob("*") if q.is_file()):
-        h.update(f.relative_to(p).as_posix().encode() + b"\0" + file_sha256(f, cache_dir=cache).encode() + b"\n")
-    return h.hexdigest()
+    return sha256_tree(p, lambda f: file_sha256(f, cache_dir=cache))
 
 
 def _sidecar(p: Path) -> dict[str, Any]:

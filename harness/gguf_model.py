@@ -31,6 +31,8 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from harness.hashing import sha256_file
+
 __all__ = [
     "CACHE_ENV",
     "GGUFError",
@@ -232,14 +234,6 @@ def _write_sidecar(sidecar: Path, path: Path, sha: str) -> None:
         pass  # read-only location: we simply re-hash next time
 
 
-def _hash_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(_CHUNK):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_sha256(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[str] | None = None) -> str:
     """sha256 of ``path``, reusing the sidecar when size and mtime still match."""
     p = Path(path)
@@ -248,7 +242,7 @@ def file_sha256(path: str | os.PathLike[str], *, cache_dir: str | os.PathLike[st
     cached = _read_sidecar(sidecar, st)
     if cached:
         return cached
-    sha = _hash_file(p)
+    sha = sha256_file(p)
     if p.stat().st_mtime_ns == st.st_mtime_ns:  # not modified while hashing
         _write_sidecar(sidecar, p, sha)
     return sha

@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.hashing import sha256_file
+
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"
 #: sha256 of llama_cpp_python-0.3.36.tar.gz as served by PyPI (checked before anything is extracted).
@@ -91,14 +93,6 @@ def build_info(binary: Path) -> dict:
     return {}
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def fetch_sdist(dest: Path) -> Path:
     """Download the pinned sdist with pip (its HTTP cache makes repeats local) and check its sha256."""
     dest.mkdir(parents=True, exist_ok=True)
@@ -111,7 +105,7 @@ def fetch_sdist(dest: Path) -> Path:
         )
     if not target.is_file():
         raise BuildError(f"pip download did not produce {target}")
-    sha = _sha256(target)
+    sha = sha256_file(target)
     if sha != SDIST_SHA256:
         raise BuildError(f"{target} has sha256 {sha}, pinned {SDIST_SHA256}; refusing to build from it")
     return target
@@ -144,7 +138,7 @@ def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr) ->
             tmpd = Path(tmp)
             if sdist is None:
                 sdist = fetch_sdist(tmpd / "sdist")
-            elif _sha256(sdist) != SDIST_SHA256:
+            elif sha256_file(sdist) != SDIST_SHA256:
                 raise BuildError(f"{sdist} does not match the pinned sha256 {SDIST_SHA256}")
             src = _extract_llama_cpp(sdist, tmpd / "src")
             bdir = tmpd / "build"
@@ -165,7 +159,7 @@ def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr) ->
             shutil.copy2(built, staged)
             info = {
                 "sdist": SDIST_FILE, "sdist_sha256": SDIST_SHA256, "flags": list(CMAKE_FLAGS),
-                "binary_sha256": _sha256(staged), "build_seconds": round(time.monotonic() - t0, 1),
+                "binary_sha256": sha256_file(staged), "build_seconds": round(time.monotonic() - t0, 1),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             (out.parent / "build.json").write_text(json.dumps(info, indent=1) + "\n")

@@ -191,7 +191,7 @@ def test_assemble_verify_and_reuse(fake: FakeDists, tmp_path: Path, monkeypatch:
 
     # second start: neither the packages nor the bytes are read again
     monkeypatch.setattr(gm, "_distribution", lambda name: pytest.fail("looked up packages"))
-    monkeypatch.setattr(gm, "_hash_file", lambda path: pytest.fail("re-hashed"))
+    monkeypatch.setattr(gm, "sha256_file", lambda path: pytest.fail("re-hashed"))
     assert resolve_gguf(_spec(), cache_dir=cache) == p
 
 
@@ -221,7 +221,7 @@ def test_wrong_chunk_order_is_refused(fake: FakeDists, tmp_path: Path) -> None:
 
 def test_size_mismatch_is_refused_before_hashing(fake: FakeDists, tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(gm, "_hash_file", lambda path: pytest.fail("hashed"))
+    monkeypatch.setattr(gm, "sha256_file", lambda path: pytest.fail("hashed"))
     with pytest.raises(ModelIntegrityError, match="add up to"):
         resolve_gguf(_spec(size=len(BLOB) + 1), cache_dir=tmp_path / "c")
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.hashing import sha256_file
+
 __all__ = ["BUILDER_VERSION", "Dataset", "Example", "RunSource", "Trajectory", "build_dpo", "build_kto",
            "build_sft", "dataset_sha256", "find_runs", "read_dataset", "trace_examples", "trajectories"]
 
@@ -72,14 +74,6 @@ class Trajectory:
         return self.record.get("trace") or {}
 
 
-def _sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def _jsonl(path: Path) -> list[dict[str, Any]]:
     rows = []
     if path.is_file():
@@ -110,7 +104,7 @@ def find_runs(paths: Iterable[str | os.PathLike[str]]) -> list[RunSource]:
     for root in dict.fromkeys(r.resolve() for r in roots):
         meta_path = root / "meta.json"
         meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-        files = {n: _sha256_file(root / n) for n in ("predictions.jsonl", "calls.jsonl", "trajectories.jsonl",
+        files = {n: sha256_file(root / n) for n in ("predictions.jsonl", "calls.jsonl", "trajectories.jsonl",
                                                         "meta.json", "config.yaml") if (root / n).is_file()}
         out.append(RunSource(root, str(meta.get("run_id") or root), meta, files))
     return out
@@ -212,7 +206,7 @@ def _write(path: str | os.PathLike[str], provenance: dict[str, Any], rows: list[
         for row in rows:
             fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True, default=str) + "\n")
     os.replace(tmp, path)
-    return Dataset(path, provenance, rows, _sha256_file(path))
+    return Dataset(path, provenance, rows, sha256_file(path))
 
 
 def _is_desirable(label: bool | float | None, threshold: float) -> bool | None:
@@ -344,8 +338,8 @@ def read_dataset(path: str | os.PathLike[str]) -> Dataset:
     head = json.loads(lines[0])
     if not isinstance(head, dict) or "provenance" not in head:
         raise ValueError(f"{path}: line 1 is not a provenance header; build the file with training.datasets")
-    return Dataset(path, head["provenance"], [json.loads(ln) for ln in lines[1:]], _sha256_file(path))
+    return Dataset(path, head["provenance"], [json.loads(ln) for ln in lines[1:]], sha256_file(path))
 
 
 def dataset_sha256(path: str | os.PathLike[str]) -> str:
-    return _sha256_file(Path(path))
+    return sha256_file(Path(path))

@@ -8,11 +8,12 @@ covers every file in it (the sidecar included), as the backbones compute it.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any
+
+from harness.hashing import sha256_file, sha256_tree
 
 __all__ = ["IDENTITY_FORMAT", "adapter_sha256", "identity_path", "read_adapter_identity", "write_identity"]
 
@@ -25,25 +26,14 @@ def identity_path(adapter: str | os.PathLike[str]) -> Path:
     return p / "provenance.json" if p.is_dir() else p.with_name(p.name + ".json")
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20):
-            h.update(block)
-    return h.hexdigest()
-
-
 def adapter_sha256(adapter: str | os.PathLike[str]) -> str:
     """sha256 of a GGUF file, or of a folder as sorted (relative path, file sha256) lines (as the backbones do)."""
     p = Path(adapter)
     if p.is_file():
-        return _sha256(p)
+        return sha256_file(p)
     if not p.is_dir():
         raise FileNotFoundError(f"adapter not found: {p}")
-    h = hashlib.sha256()
-    for f in sorted(q for q in p.rglob("*") if q.is_file()):
-        h.update(f.relative_to(p).as_posix().encode() + b"\0" + _sha256(f).encode() + b"\n")
-    return h.hexdigest()
+    return sha256_tree(p)
 
 
 def write_identity(adapter: str | os.PathLike[str], record: dict[str, Any]) -> Path:
@@ -52,7 +42,7 @@ def write_identity(adapter: str | os.PathLike[str], record: dict[str, Any]) -> P
     out = identity_path(p)
     full = {"format": IDENTITY_FORMAT, **record}
     if p.is_file():
-        full["file"], full["sha256"] = p.name, _sha256(p)
+        full["file"], full["sha256"] = p.name, sha256_file(p)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(full, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
     os.replace(tmp, out)

@@ -19,7 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.gguf_model import _hash_file, _locked, default_cache_dir
+from harness.gguf_model import _locked, default_cache_dir
+from harness.hashing import sha256_file
 
 __all__ = ["LLAMA_CPP_PYTHON_VERSION", "SDIST_SHA256", "ConversionError", "convert_hf_to_gguf",
            "convert_lora_to_gguf", "converters_dir"]
@@ -61,7 +62,7 @@ def converters_dir(cache_dir: str | os.PathLike[str] | None = None) -> Path:
                 raise ConversionError(
                     f"could not fetch the llama-cpp-python=={LLAMA_CPP_PYTHON_VERSION} sdist with pip (needed for "
                     f"llama.cpp's GGUF converters): {(proc.stderr or proc.stdout)[-800:]}")
-            sha = _hash_file(sdists[0])
+            sha = sha256_file(sdists[0])
             if sha != SDIST_SHA256:
                 raise ConversionError(f"{sdists[0].name} has sha256 {sha}, pinned {SDIST_SHA256}; refusing it")
             stage = Path(tmp) / "x"
