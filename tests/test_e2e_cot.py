@@ -44,7 +44,9 @@ def test_interrupt_keeps_finished_problems_and_the_rerun_continues(tmp_path, sig
     root = Path(__file__).resolve().parents[1]
     cmd = [sys.executable, "-m", "harness.run", "method=cot", "benchmark=gsm8k", "limit=4", "backbone=local",
            "backbone.sampling.max_tokens=96", f"results_root={tmp_path}/results", f"cache.path={tmp_path}/c.sqlite",
-           "runner.progress=false"]
+           "runner.progress=false", "runner.max_concurrent_problems=1"]
+    # one problem at a time: with the server's parallel slots all four finished together, so the signal
+    # could land after the run had ended (exit 0, or -2 when it hit the interpreter's shutdown)
     env = {k: v for k, v in os.environ.items() if k != "AGENTIC_REPRO_LOCAL_URL"}
     preds = tmp_path / "results/default/gsm8k/cot/local/seed=42/predictions.jsonl"
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
