@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.hashing import sha256_file
+from harness.results import read_jsonl_tolerant
 
 __all__ = ["BUILDER_VERSION", "Dataset", "Example", "RunSource", "Trajectory", "build_dpo", "build_kto",
            "build_sft", "dataset_sha256", "find_runs", "read_dataset", "trace_examples", "trajectories"]
@@ -74,18 +75,7 @@ class Trajectory:
         return self.record.get("trace") or {}
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
-    rows = []
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn last line of a killed run
-    return rows
+_jsonl = read_jsonl_tolerant  # a torn last line of a killed run is skipped, as the runner's own reader does
 
 
 def find_runs(paths: Iterable[str | os.PathLike[str]]) -> list[RunSource]:
