@@ -65,7 +65,8 @@ def run_from_config(container: dict) -> dict:
     if wb is not None:  # logger=wandb; nothing else changes when it is on
         wb.log_run(spec, metrics)
         wb.finish()
-    line = {"run": str(spec.out_dir), "score_pct": round(metrics["score_pct"], 2), "n": metrics["n"],
+    score = metrics["score_pct"]  # NaN when nothing was answered: printed as null (strict JSON)
+    line = {"run": str(spec.out_dir), "score_pct": None if score != score else round(score, 2), "n": metrics["n"],
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
             "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"],
             "n_errors": metrics.get("n_errors", 0), "complete": metrics.get("complete")}

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.fault_server import FaultServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,6 +54,9 @@ def test_a_dead_server_is_an_incomplete_run_that_fails_fast_with_one_line(tmp_pa
     assert metrics["complete"] is False and metrics["n"] == 0 and metrics["first_error"]["kind"] == "connection"
     calls = [json.loads(x) for x in next((tmp_path / "results").rglob("calls.jsonl")).read_text().splitlines()]
     assert len(calls) == 3 and all(c["error_kind"] == "connection" and c["attempts"] == 2 for c in calls)
+    # the summary line on stdout is strict JSON: nothing answered prints a null score, not NaN
+    summary = json.loads(r.stdout.strip().splitlines()[-1], parse_constant=lambda c: pytest.fail(f"{c} in stdout"))
+    assert summary["score_pct"] is None and summary["n"] == 0 and summary["complete"] is False
 
 
 def test_bad_options_exit_2_naming_the_key(tmp_path):
