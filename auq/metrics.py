@@ -1,0 +1,196 @@
+"""Trajectory-level calibration metrics of AUQ (arXiv 2601.15703, supplement §4-§5).
+
+A trajectory tau has a success label y in {0, 1} (the environment's verdict) and the agent's per-step
+verbalised confidences c_1..c_T, some of which may be **missing** (the model gave no parsable
+``<confidence>``; recorded as None by the agent loop). Its trajectory confidence is C(tau) = Phi(c_1:T):
+
+- ``last``  (End-State Belief)      C = c_T
+- ``avg``   (Overall Quality)       C = mean_t c_t
+- ``min``   (Process Reliability)   C = min_t c_t
+- ``prod``  (Chain Probability)     C = prod_t c_t
+
+Metrics over N trajectories, each computed for every Phi:
+
+- **T-ECE** = sum_m |B_m|/N * |acc(B_m) - conf(B_m)| with **M = 10 equal-width bins** on [0, 1]: bin m holds
+  C in [m/10, (m+1)/10), the last bin is closed at 1.0 (the paper's bin count was not recovered; 10
+  equal-width bins is the usual choice and the one the udcs re-implementation of AUQ uses). Empty bins add 0.
+- **T-BS** = (1/N) sum_i (C_i - y_i)^2.
+- **AUROC** of C against success (scikit-learn's ``roc_auc_score``; ties count 1/2). Undefined (None, with the
+  reason recorded) when every trajectory has the same label.
+- **SR**: the success rate over *all* trajectories, with or without confidences.
+
+Missing confidences are never read as 1.0 or 0.0. Policy (``missing=``):
+
+- ``skip_steps`` (default): Phi runs over the steps that have a confidence; ``last`` is the last step that has
+  one. A trajectory with no confidence at all has no C and is excluded from T-ECE/T-BS/AUROC.
+- ``drop_trajectory``: a trajectory with any missing confidence is excluded.
+
+Either way the report counts the missing steps and the excluded trajectories, so a row built on few
+trajectories says so.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+PHIS = ("last", "avg", "min", "prod")
+PHI_NAMES = {"last": "End-State (Φ_last)", "avg": "Overall (Φ_avg)", "min": "Process (Φ_min)",
+             "prod": "Chain (Φ_prod)"}
+MISSING_POLICIES = ("skip_steps", "drop_trajectory")
+N_BINS = 10
+
+
+@dataclass(frozen=True)
+class Trajectory:
+    """One episode as the metrics see it: success and the per-step confidences (None = missing)."""
+
+    success: bool
+    confidences: tuple[float | None, ...] = ()
+    id: str = ""
+
+    @property
+    def n_missing(self) -> int:
+        return sum(1 for c in self.confidences if c is None)
+
+
+def _check(c: float) -> float:
+    c = float(c)
+    if math.isnan(c) or not 0.0 <= c <= 1.0:
+        raise ValueError(f"confidence {c!r} is not in [0, 1] (the parser should have recorded it as missing)")
+    return c
+
+
+def aggregate(confidences: Sequence[float | None], phi: str, missing: str = "skip_steps") -> float | None:
+    """C(tau) = Phi(c_1:T); None when the trajectory has no usable confidence (see the module docstring)."""
+    if phi not in PHIS:
+        raise ValueError(f"aggregation {phi!r}: one of {PHIS}")
+    if missing not in MISSING_POLICIES:
+        raise ValueError(f"missing={missing!r}: one of {MISSING_POLICIES}")
+    if missing == "drop_trajectory" and any(c is None for c in confidences):
+        return None
+    cs = [_check(c) for c in confidences if c is not None]
+    if not cs:
+        return None
+    if phi == "last":
+        return cs[-1]
+    if phi == "avg":
+        return sum(cs) / len(cs)
+    if phi == "min":
+        return min(cs)
+    out = 1.0
+    for c in cs:
+        out *= c
+    return out
+
+
+def bin_index(c: float, n_bins: int = N_BINS) -> int:
+    """Equal-width bin of ``c`` in [0, 1]: [m/M, (m+1)/M), the last bin closed at 1.0."""
+    return min(int(math.floor(round(c * n_bins, 9))), n_bins - 1)   # round: 0.3*10 is 3.0000000000000004
+
+
+def t_ece(conf: Sequence[float], success: Sequence[bool], n_bins: int = N_BINS) -> float:
+    """Expected calibration error over trajectories, equal-width bins (module docstring)."""
+    if len(conf) != len(success) or not conf:
+        raise ValueError("t_ece needs equally many (>= 1) confidences and labels")
+    bins: dict[int, list[tuple[float, float]]] = {}
+    for c, y in zip(conf, success):
+        bins.setdefault(bin_index(_check(c), n_bins), []).append((c, float(bool(y))))
+    n = len(conf)
+    return sum(len(b) / n * abs(sum(y for _, y in b) / len(b) - sum(c for c, _ in b) / len(b)) for b in bins.values())
+
+
+def reliability_bins(conf: Sequence[float], success: Sequence[bool], n_bins: int = N_BINS) -> list[dict[str, Any]]:
+    """Per-bin count, mean confidence and accuracy (a reliability diagram's data); empty bins have count 0."""
+    out = []
+    for m in range(n_bins):
+        pts = [(c, float(bool(y))) for c, y in zip(conf, success) if bin_index(c, n_bins) == m]
+        out.append({"bin": m, "low": m / n_bins, "high": (m + 1) / n_bins, "count": len(pts),
+                    "conf": sum(c for c, _ in pts) / len(pts) if pts else None,
+                    "acc": sum(y for _, y in pts) / len(pts) if pts else None})
+    return out
+
+
+def t_brier(conf: Sequence[float], success: Sequence[bool]) -> float:
+    if len(conf) != len(success) or not conf:
+        raise ValueError("t_brier needs equally many (>= 1) confidences and labels")
+    return sum((_check(c) - float(bool(y))) ** 2 for c, y in zip(conf, success)) / len(conf)
+
+
+def auroc(conf: Sequence[float], success: Sequence[bool]) -> float | None:
+    """AUROC of ``conf`` separating successes from failures; None when only one class is present."""
+    ys = [int(bool(y)) for y in success]
+    if len(set(ys)) < 2:
+        return None
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(ys, [float(c) for c in conf]))
+
+
+@dataclass
+class PhiReport:
+    phi: str
+    n: int                       # trajectories with a C(tau)
+    t_ece: float | None
+    t_bs: float | None
+    auroc: float | None
+    auroc_reason: str | None = None
+    mean_conf: float | None = None
+    bins: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def calibration_report(trajectories: Iterable[Trajectory], *, phis: Sequence[str] = PHIS,
+                       missing: str = "skip_steps", n_bins: int = N_BINS) -> dict[str, Any]:
+    """SR, and T-ECE / T-BS / AUROC per aggregation, with the missing-confidence bookkeeping."""
+    trajs = list(trajectories)
+    n = len(trajs)
+    out: dict[str, Any] = {
+        "n": n, "successes": sum(1 for t in trajs if t.success),
+        "success_rate": (sum(1 for t in trajs if t.success) / n) if n else None,
+        "steps": sum(len(t.confidences) for t in trajs),
+        "missing_steps": sum(t.n_missing for t in trajs),
+        "no_confidence": sum(1 for t in trajs if all(c is None for c in t.confidences)),
+        "with_missing": sum(1 for t in trajs if t.n_missing),
+        "missing_policy": missing, "ece_bins": f"{n_bins} equal-width", "phi": {},
+    }
+    for phi in phis:
+        pairs = [(aggregate(t.confidences, phi, missing), t.success) for t in trajs]
+        pairs = [(c, y) for c, y in pairs if c is not None]
+        if not pairs:
+            out["phi"][phi] = PhiReport(phi, 0, None, None, None, "no trajectory has a confidence").to_dict()
+            continue
+        cs, ys = [c for c, _ in pairs], [y for _, y in pairs]
+        a = auroc(cs, ys)
+        out["phi"][phi] = PhiReport(
+            phi, len(pairs), t_ece(cs, ys, n_bins), t_brier(cs, ys), a,
+            None if a is not None else f"one class only ({'all successes' if all(ys) else 'all failures'})",
+            sum(cs) / len(cs), reliability_bins(cs, ys, n_bins)).to_dict()
+    out["excluded"] = {phi: n - out["phi"][phi]["n"] for phi in phis}
+    return out
+
+
+# ---- reading run records ------------------------------------------------------------------------------------
+
+def step_confidences(prediction: dict[str, Any], episode: int = -1) -> list[float | None]:
+    """The per-step confidences of one prediction record's episode, in step order.
+
+    Read from the episode trajectory's step rows (``extra.confidence``: what the agent loop passes to
+    ``s.step(action, confidence=...)``); a step row without the key, or with null, is a missing confidence."""
+    eps = prediction.get("episodes") or []
+    if not eps:
+        return []
+    rows = [r for r in (eps[episode].get("trajectory") or []) if r.get("event") == "step"]
+    out: list[float | None] = []
+    for r in rows:
+        c = (r.get("extra") or {}).get("confidence")
+        out.append(None if c is None else float(c))
+    return out
+
+
+def trajectory_of(prediction: dict[str, Any], episode: int = -1) -> Trajectory:
+    """A :class:`Trajectory` from a prediction record (success = its score, the environment's verdict)."""
+    return Trajectory(success=float(prediction.get("score") or 0.0) >= 1.0,
+                      confidences=tuple(step_confidences(prediction, episode)), id=str(prediction.get("id", "")))
