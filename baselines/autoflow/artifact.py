@@ -1,0 +1,109 @@
+"""The frozen result of a workflow search, and the test-time method that runs it.
+
+A search (:mod:`baselines.autoflow.search`) ends by writing one versioned JSON artifact: the found
+workflow as a method config (``workflow: {solver, params}``, runnable by the harness like any method),
+its validate score and per-round history, the optimiser's and executor's identities, and the search
+cost per role. The test-time method (:class:`ArtifactMethod`, ``configs/method/aflow.yaml``
+``params.artifact``) loads it and runs that workflow on the test split; the run's own ledger is the
+inference cost, the artifact's ``search_cost`` the training cost (DyFlow Table 8 layout).
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from harness.method import Method, build_method
+from harness.results import write_json_atomic
+from harness.types import Solution
+from harness.view import ProblemView
+
+ARTIFACT_FORMAT = "agentic-repro/workflow-artifact"
+ARTIFACT_VERSION = 1  # bump when a key's meaning changes; loaders refuse other versions
+REQUIRED = ("method", "benchmark", "split", "workflow", "validate_score", "history", "roles", "search_cost")
+
+
+class ArtifactError(ValueError):
+    """An artifact is missing, of another format/version, altered, or for another benchmark."""
+
+
+def content_sha256(doc: dict[str, Any]) -> str:
+    """Hash of the artifact's content (every key but ``sha256``), canonical JSON."""
+    body = {k: v for k, v in doc.items() if k != "sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def write_artifact(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """Write ``doc`` (plus format, version, sha256) atomically; returns what was written."""
+    missing = [k for k in REQUIRED if k not in doc]
+    if missing:
+        raise ArtifactError(f"artifact lacks {missing}")
+    wf = doc["workflow"]
+    if not (isinstance(wf, dict) and isinstance(wf.get("solver"), str)):
+        raise ArtifactError("artifact workflow must be a method config {solver: 'module:attr', params: {...}}")
+    full = {"format": ARTIFACT_FORMAT, "version": ARTIFACT_VERSION, **doc}
+    full["sha256"] = content_sha256(full)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, full)
+    return full
+
+
+def load_artifact(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    if not p.exists():
+        raise ArtifactError(f"no workflow artifact at {p}: run the search first, e.g. "
+                            "`python -m baselines.autoflow.search method=aflow benchmark=<b>` (it prints the path)")
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    if doc.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{p} is not a workflow artifact (format {doc.get('format')!r})")
+    if doc.get("version") != ARTIFACT_VERSION:
+        raise ArtifactError(f"{p} has artifact version {doc.get('version')}, this code reads {ARTIFACT_VERSION}: "
+                            "re-run the search")
+    if doc.get("sha256") != content_sha256(doc):
+        raise ArtifactError(f"{p}: content does not match its sha256 (edited by hand?); re-run the search")
+    return doc
+
+
+class ArtifactMethod:
+    """Runs the workflow a search froze. ``artifact`` may contain ``{benchmark}`` (filled with the run's
+    benchmark name), so one method config serves every benchmark of a table.
+
+    ``allow_transfer: false`` refuses an artifact searched on another benchmark (AFlow's transfer
+    experiments set it true explicitly)."""
+
+    def __init__(self, artifact: str, allow_transfer: bool = False, name: str | None = None) -> None:
+        if not artifact:
+            raise ArtifactError("method.params.artifact is not set: give the artifact.json a search wrote")
+        self.name = name or ""
+        self.artifact = str(artifact)
+        self.allow_transfer = bool(allow_transfer)
+        self._loaded: dict[str, tuple[dict[str, Any], Method, str]] = {}
+        self._lock = asyncio.Lock()
+
+    def path_for(self, benchmark: str) -> Path:
+        return Path(self.artifact.replace("{benchmark}", benchmark))
+
+    async def _method(self, benchmark: str) -> tuple[dict[str, Any], Method, str]:
+        async with self._lock:
+            if benchmark not in self._loaded:
+                path = self.path_for(benchmark)
+                doc = load_artifact(path)
+                if doc["benchmark"] != benchmark and not self.allow_transfer:
+                    raise ArtifactError(f"{path} was searched on {doc['benchmark']}, this run is on {benchmark} "
+                                        "(set method.params.allow_transfer=true to run it anyway)")
+                wf = doc["workflow"]
+                inner = build_method({"name": self.name or doc["method"], "solver": wf["solver"],
+                                      "params": dict(wf.get("params") or {})})
+                self._loaded[benchmark] = (doc, inner, str(path))
+            return self._loaded[benchmark]
+
+    async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
+        doc, inner, path = await self._method(ctx.benchmark.name)
+        sol = await inner.solve(problem, ctx)
+        trace = dict(sol.trace)
+        trace["artifact"] = {"path": path, "sha256": doc["sha256"], "version": doc["version"],
+                             "method": doc["method"], "searched_on": doc["benchmark"],
+                             "validate_score": doc["validate_score"]}
+        return Solution(answer=sol.answer, confidence=sol.confidence, trace=trace)

@@ -1,0 +1,256 @@
+"""Workflow search on a benchmark's validate split → a frozen artifact (interface 3).
+
+``python -m baselines.autoflow.search method=aflow benchmark=gsm8k backbone=local [backbone@roles.optimizer=...]``
+
+The method config's ``search:`` block names the optimiser (``optimiser: module:Class``, ``params``); the
+class is built with those params and ``await optimiser.search(sctx)`` gets a :class:`SearchContext`:
+
+- ``await sctx.evaluate(method_cfg, tag=..., seed=...)`` scores a candidate (any method config) on the
+  validate split through the ordinary :class:`~harness.runner.Runner`: its calls go to that run's
+  ``calls.jsonl`` and the response cache, it resumes by finished problem ids, it scores with the real
+  benchmark. Results live under ``<search dir>/evals/<tag>/``.
+- ``await sctx.optimize(messages, stage=...)`` one optimiser call (role ``optimizer``) through the normal
+  :class:`~harness.llm.LLMClient`: cached, in ``<search dir>/optimizer/calls.jsonl``.
+- ``sctx.checkpoint(state)`` / ``sctx.resume()`` persist the optimiser's own state after each round, so a
+  killed search resumes at the next unfinished round (and every call before it replays from the cache).
+
+The optimiser returns a :class:`SearchResult`; the artifact (``baselines.autoflow.artifact``) gets the
+workflow, its validate score, the per-round history, both roles' identities and the search cost per role
+summed from every ledger under the search folder.
+"""
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.cache import ResponseCache
+from harness.identity import backbone_identity, check_run_identity
+from harness.ledger import CallLog, CallSummary, LedgerFile
+from harness.llm import LLMClient
+from harness.method import resolve
+from harness.results import RunPaths, read_jsonl_tolerant, write_json_atomic
+from harness.roles import build_role_backbones, resolve_roles, role_identities
+from harness.runner import RunSpec, Runner, spec_from_config
+from harness.spec import backbone_dir
+from harness.types import Completion, Message
+
+from baselines.autoflow.artifact import write_artifact
+
+SEARCH_ROLES = ("optimizer", "executor")
+
+
+class SearchIncomplete(RuntimeError):
+    """A validate evaluation had infrastructure errors: its score is no result. Re-run to resume."""
+
+
+@dataclass
+class Evaluation:
+    """One candidate's validate run: the mean score over answered problems and the per-problem records
+    (with gold: the validate split is the optimiser's training signal, never the test split)."""
+
+    score: float
+    n: int
+    predictions: list[dict[str, Any]]
+    cost: dict[str, Any]
+    run_dir: str
+
+
+@dataclass
+class SearchResult:
+    workflow: dict[str, Any]            # a method config {solver, params} that runs the found workflow
+    validate_score: float
+    history: list[dict[str, Any]]       # one entry per round
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class SearchContext:
+    """What an optimiser sees: validate evaluations, optimiser calls, a checkpoint (module docstring)."""
+
+    def __init__(self, spec: RunSpec, search_cfg: dict[str, Any], out_dir: Path, *, backbone: Any = None,
+                 servers: Any = None) -> None:
+        self.spec = spec
+        self.cfg = dict(search_cfg.get("params") or {})
+        self.search_cfg = search_cfg
+        self.out_dir = out_dir
+        self.method_name = spec.method_cfg["name"]
+        self.benchmark_name = spec.benchmark_cfg["name"]
+        self.seed = spec.seed
+        self._backbone = backbone
+        self._servers = servers
+        self._llm: LLMClient | None = None
+        self._cache: ResponseCache | None = None
+        self._ledger: LedgerFile | None = None
+        self._calls: CallLog | None = None
+        self.roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg, list(SEARCH_ROLES))
+        self.role_info: dict[str, Any] = {}
+        self._backbones: dict[str, Any] = {}
+
+    # ---- lifecycle -----------------------------------------------------------------------------
+    async def open(self) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+
+        async def build(cfg: dict[str, Any]) -> Any:
+            from harness.backbones import build_backbone
+            return await build_backbone(cfg, run_dir=self.out_dir, seed=self.seed, servers=self._servers)
+
+        self._backbones = await build_role_backbones(self.roles, build, given=self._backbone)
+        check_run_identity(RunPaths(self.out_dir), self.spec.full_config,
+                           {n: backbone_identity(b) for n, b in self._backbones.items()},
+                           restart=bool(self.spec.full_config.get("restart", False)))
+        self.role_info = role_identities(self.roles, self._backbones)
+        self._cache = ResponseCache(Path(self.spec.cache_cfg.get("path", ".cache/responses.sqlite")),
+                                    self.spec.cache_cfg.get("mode", "read-write"))
+        opt_dir = self.out_dir / "optimizer"
+        opt_dir.mkdir(exist_ok=True)
+        self._ledger = LedgerFile(opt_dir / "calls.jsonl")
+        self._calls = CallLog(self._ledger, uuid.uuid4().hex[:12])
+        role = self.roles["optimizer"]
+        sampling = {**self.spec.sampling, **(role.backbone_cfg.get("sampling") or {})}
+        self._llm = LLMClient(self._backbones["optimizer"], self._cache, run_id=f"search/{self.method_name}",
+                              method=self.method_name, defaults=sampling, role="optimizer",
+                              fail_fast_after=int(self.spec.runner_cfg.get("fail_fast_after", 3) or 0))
+
+    async def close(self) -> None:
+        if self._backbone is None:
+            for bb in {id(b): b for b in self._backbones.values()}.values():
+                await bb.aclose()
+        if self._cache is not None:
+            self._cache.close()
+        if self._ledger is not None:
+            self._ledger.close()
+
+    # ---- what an optimiser calls ---------------------------------------------------------------
+    async def optimize(self, messages: list[Message], *, stage: str, n: int = 1, sample_offset: int = 0,
+                       **sampling: Any) -> list[Completion]:
+        """Optimiser-role completions, cached and in ``optimizer/calls.jsonl`` (problem_id = ``stage``)."""
+        assert self._llm is not None and self._calls is not None, "SearchContext.open() first"
+        return await self._llm.generate(messages, stage=stage, problem_id=stage, seed=self.seed,
+                                        sink=self._calls.append, n=n, sample_offset=sample_offset,
+                                        role="optimizer", adapter=self.roles["optimizer"].adapter, **sampling)
+
+    async def ask_optimizer(self, prompt: str, *, stage: str, **sampling: Any) -> str:
+        return (await self.optimize([{"role": "user", "content": prompt}], stage=stage, **sampling))[0].text
+
+    async def evaluate(self, method_cfg: dict[str, Any], *, tag: str, seed: int | None = None,
+                       limit: int | None = None) -> Evaluation:
+        """Run ``method_cfg`` on the validate split as an ordinary harness run under ``evals/<tag>``."""
+        spec = self._eval_spec(method_cfg, tag, self.seed if seed is None else seed, limit)
+        metrics = await Runner(spec, backbone=self._backbone, servers=self._servers).run()
+        preds = list({r["id"]: r for r in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}.values())
+        if not metrics.get("complete"):
+            first = metrics.get("first_error") or {}
+            raise SearchIncomplete(f"validate run {spec.out_dir} is incomplete ({metrics.get('n_errors', 0)} "
+                                   f"errors; first: {first.get('error')}); re-run the same search command to resume")
+        return Evaluation(score=float(metrics["score"]), n=int(metrics["n"]), predictions=preds,
+                          cost=metrics.get("by_role") or {}, run_dir=str(spec.out_dir))
+
+    def _eval_spec(self, method_cfg: dict[str, Any], tag: str, seed: int, limit: int | None) -> RunSpec:
+        s = self.spec
+        bench = dict(s.benchmark_cfg)
+        bench["split"] = self.search_cfg.get("split", "validate")
+        if limit is not None:
+            bench["limit"] = limit
+        declared = list(method_cfg.get("roles") or [])
+        roles_cfg = {k: v for k, v in s.roles_cfg.items() if k in declared}
+        full = copy.deepcopy(s.full_config)
+        full.update(method=method_cfg, benchmark=bench, roles=roles_cfg, seed=seed)
+        return RunSpec(experiment=tag, seed=seed, method_cfg=method_cfg, benchmark_cfg=bench,
+                       backbone_cfg=s.backbone_cfg, sampling=s.sampling, cache_cfg=s.cache_cfg,
+                       runner_cfg={**s.runner_cfg, "progress": False}, results_root=self.out_dir / "evals",
+                       full_config=full, roles_cfg=roles_cfg)
+
+    # ---- resumption ----------------------------------------------------------------------------
+    @property
+    def state_path(self) -> Path:
+        return self.out_dir / "search_state.json"
+
+    def checkpoint(self, state: dict[str, Any]) -> None:
+        write_json_atomic(self.state_path, state)
+
+    def resume(self) -> dict[str, Any] | None:
+        return json.loads(self.state_path.read_text(encoding="utf-8")) if self.state_path.exists() else None
+
+    def log(self, message: str) -> None:
+        with open(self.out_dir / "search.log", "a", encoding="utf-8") as fh:
+            fh.write(f"{time.strftime('%H:%M:%S')} {message}\n")
+
+    # ---- cost ----------------------------------------------------------------------------------
+    def cost(self) -> dict[str, Any]:
+        """Search cost per role from every ledger under the search folder (optimiser + validate runs)."""
+        rows: list[dict[str, Any]] = []
+        for path in sorted(self.out_dir.rglob("calls.jsonl")):
+            rows.extend(read_jsonl_tolerant(path))
+        s = CallSummary.of(rows)
+        return {"by_role": s.by_role, "total": {"calls": s.calls, "backbone_calls": s.backbone_calls,
+                                                "prompt_tokens": s.prompt_tokens,
+                                                "completion_tokens": s.completion_tokens,
+                                                "cost_usd": s.cost_usd, "billed_usd": s.billed_usd,
+                                                "errors": s.errors}}
+
+
+def search_dir(spec: RunSpec, search_cfg: dict[str, Any]) -> Path:
+    """``results/<search experiment>/<benchmark>/<method>/<backbone>/seed=<s>/``."""
+    exp = search_cfg.get("experiment") or "search"
+    return (spec.results_root / exp / spec.benchmark_cfg["name"] / spec.method_cfg["name"]
+            / backbone_dir(spec.backbone_cfg) / f"seed={spec.seed}")
+
+
+async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None) -> dict[str, Any]:
+    """Run the configured optimiser and write the artifact; returns the artifact document."""
+    search_cfg = dict(spec.method_cfg.get("search") or {})
+    if not search_cfg.get("optimiser"):
+        raise ValueError(f"method {spec.method_cfg['name']} has no search.optimiser: it is not a searched method")
+    out = search_dir(spec, search_cfg)
+    sctx = SearchContext(spec, search_cfg, out, backbone=backbone, servers=servers)
+    optimiser = resolve(search_cfg["optimiser"])(**dict(search_cfg.get("params") or {}))
+    started = time.time()
+    await sctx.open()
+    try:
+        result: SearchResult = await optimiser.search(sctx)
+    finally:
+        await sctx.close()
+    doc = {
+        "method": spec.method_cfg["name"], "label": spec.method_cfg.get("label"),
+        "benchmark": spec.benchmark_cfg["name"], "split": search_cfg.get("split", "validate"),
+        "seed": spec.seed, "workflow": result.workflow, "validate_score": result.validate_score,
+        "history": result.history, "extra": result.extra, "roles": sctx.role_info,
+        "optimizer": sctx.role_info.get("optimizer"), "executor": sctx.role_info.get("executor"),
+        "search_cost": sctx.cost(), "search_config": search_cfg,
+        "deviations": list(spec.method_cfg.get("deviations") or []), "created": time.time(),
+        "search_wall_s": round(time.time() - started, 3),
+    }
+    return write_artifact(out / "artifact.json", doc)
+
+
+def search_main(container: dict[str, Any]) -> dict[str, Any]:
+    from harness.local_server import ServerPool
+
+    spec = spec_from_config(container)
+    with ServerPool() as pool:
+        doc = asyncio.run(run_search(spec, servers=pool))
+    path = search_dir(spec, dict(spec.method_cfg.get("search") or {})) / "artifact.json"
+    print(json.dumps({"artifact": str(path), "validate_score": doc["validate_score"],
+                      "rounds": len(doc["history"]), "search_cost": doc["search_cost"]["total"]}))
+    return {"score": doc["validate_score"]}
+
+
+def main() -> None:
+    import hydra
+
+    from harness.run import guarded
+
+    @hydra.main(config_path="../../configs", config_name="config", version_base="1.3")
+    def _app(cfg: Any) -> float:
+        return guarded(search_main, cfg)
+
+    _app()
+
+
+if __name__ == "__main__":
+    main()
