@@ -178,11 +178,13 @@ def step_confidences(prediction: dict[str, Any], episode: int = -1) -> list[floa
     """The per-step confidences of one prediction record's episode, in step order.
 
     Read from the episode trajectory's step rows (``extra.confidence``: what the agent loop passes to
-    ``s.step(action, confidence=...)``); a step row without the key, or with null, is a missing confidence."""
+    ``s.step(action, confidence=...)``; a skipped invalid action is a ``note`` row with ``wasted: true``, also a
+    step); a step row without the key, or with null, is a missing confidence."""
     eps = prediction.get("episodes") or []
     if not eps:
         return []
-    rows = [r for r in (eps[episode].get("trajectory") or []) if r.get("event") == "step"]
+    rows = [r for r in (eps[episode].get("trajectory") or [])
+            if r.get("event") == "step" or (r.get("event") == "note" and (r.get("extra") or {}).get("wasted"))]
     out: list[float | None] = []
     for r in rows:
         c = (r.get("extra") or {}).get("confidence")

@@ -74,7 +74,8 @@ def test_reads_confidences_from_a_prediction_record():
         {"event": "step", "step": 1, "extra": {"confidence": 0.7}},
         {"event": "note", "step": 1, "extra": {"reflection": "x"}},
         {"event": "step", "step": 2, "extra": {"confidence": None}},
-        {"event": "step", "step": 3}]}]}
-    assert step_confidences(pred) == [0.7, None, None]
+        {"event": "step", "step": 3},
+        {"event": "note", "step": 3, "extra": {"wasted": True, "confidence": 0.4}}]}]}
+    assert step_confidences(pred) == [0.7, None, None, 0.4]
     t = trajectory_of(pred)
     assert t.success and t.n_missing == 2 and t.id == "g0"
