@@ -1,0 +1,136 @@
+"""DyFlow's designer training, end to end: (self-play runs) -> collect -> SFT -> KTO -> an adapter to serve.
+
+    python -m dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=local
+    python -m dyflow.train.pipeline runs=... out=... base=microsoft/phi-4 sft.gradient_checkpointing=true \
+        kto.gradient_checkpointing=true           # the paper's recipe on a GPU (docs/training.md, DyFlow)
+    python -m dyflow.train.pipeline ... steps=collect,sft    # only some steps (each resumes / is reused)
+
+Options: ``runs`` (run folders, comma-separated), ``out``, ``base`` (as ``training.train``), ``steps``
+(``collect,sft,kto``), collection options of :mod:`dyflow.train.collect` (``prompt``, ``completion``,
+``label_source``, ``threshold``, ``ratio``, ``seed``, ``benchmarks``), and ``sft.<key>=...`` / ``kto.<key>=...``
+overrides of ``configs/training/dyflow_sft.yaml`` / ``dyflow_kto.yaml`` (the D.2 hyper-parameters).
+
+The output folder: ``data/`` (the datasets and ``collect.json``), ``sft/`` and ``kto/`` (``training.train``
+folders: ``adapter/`` for peft and vLLM, ``adapter.gguf`` for the embedded server, identity files, ``loss.png``,
+resumable ``checkpoints/``) and ``serve.json``: the overrides that make the KTO adapter the designer role of a
+DyFlow run with no code change. ``w/o SFT`` (Table 4) is ``steps=collect,kto kto.init_adapter=null`` (KTO from a
+fresh LoRA, the base as reference), ``w/o KTO`` is the ``sft/`` adapter.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from dyflow.train.collect import CollectOptions, _parse_options, collect
+
+__all__ = ["compose_stage", "serve_overrides", "run_pipeline", "main"]
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "training"
+STEPS = ("collect", "sft", "kto")
+
+
+def compose_stage(stage: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
+    """``configs/training/dyflow_<stage>.yaml`` with Hydra overrides, as a plain dict for ``training.train``."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    if stage not in ("sft", "kto"):
+        raise ValueError(f"stage {stage!r}: sft | kto")
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        cfg = compose(config_name=f"dyflow_{stage}", overrides=list(overrides))
+    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
+
+
+def serve_overrides(adapter_dir: Path, name: str = "dyplanner") -> dict[str, list[str]]:
+    """harness.run overrides that serve a trained designer: embedded llama.cpp (GGUF), peft in process, vLLM."""
+    gguf = adapter_dir.parent / "adapter.gguf"
+    return {
+        "local": [f"+backbone.adapters.{name}.path={gguf.resolve()}", f"roles.designer.adapter={name}"],
+        "peft-local": ["backbone=peft-local", f"+backbone.adapters.{name}.path={adapter_dir.resolve()}",
+                       f"roles.designer.adapter={name}"],
+        "vllm": ["backbone=vllm", f"+backbone.adapters.{name}.path={adapter_dir.resolve()}",
+                 f"roles.designer.adapter={name}",
+                 f"# server side: vllm serve <base> --enable-lora --max-lora-rank 16 "
+                 f"--lora-modules {name}={adapter_dir.resolve()}"],
+    }
+
+
+def run_pipeline(runs: Sequence[str], out: str | Path, *, base: str = "local", steps: Sequence[str] = STEPS,
+                 opts: CollectOptions | None = None, sft_overrides: Sequence[str] = (),
+                 kto_overrides: Sequence[str] = (), name: str = "dyplanner") -> dict[str, Any]:
+    from training.train import train
+
+    out = Path(out)
+    bad = [s for s in steps if s not in STEPS]
+    if bad:
+        raise ValueError(f"steps {bad}: choose from {', '.join(STEPS)}")
+    data = out / "data"
+    result: dict[str, Any] = {"out": str(out)}
+    if "collect" in steps:
+        c = collect(runs, data, opts)
+        result["collect"] = {"sft": c.summary["sft"], "kto": c.summary["kto"], "summary": str(c.summary_path)}
+    sft_adapter = out / "sft" / "adapter"
+    if "sft" in steps:
+        cfg = compose_stage("sft", [f"data={data / 'designer-sft.jsonl'}", f"out={out / 'sft'}", f"base={base}",
+                                    f"name={name}-sft", *sft_overrides])
+        r = train(cfg)
+        result["sft"] = {"adapter": str(r.adapter_dir), "gguf": str(r.gguf) if r.gguf else None, "steps": r.steps,
+                         "losses": r.losses}
+    final = sft_adapter
+    if "kto" in steps:
+        # KTO refines the SFT adapter (also its reference policy); kto.init_adapter=null = "w/o SFT" (Table 4)
+        user_init = any(o.startswith("init_adapter=") for o in kto_overrides)
+        init = [f"init_adapter={sft_adapter}"] if sft_adapter.is_dir() and not user_init else []
+        cfg = compose_stage("kto", [f"data={data / 'designer-kto.jsonl'}", f"out={out / 'kto'}", f"base={base}",
+                                    f"name={name}", *init, *kto_overrides])
+        r = train(cfg)
+        result["kto"] = {"adapter": str(r.adapter_dir), "gguf": str(r.gguf) if r.gguf else None, "steps": r.steps,
+                         "losses": r.losses, "init_adapter": cfg.get("init_adapter")}
+        final = r.adapter_dir
+    if final.is_dir():
+        result["serve"] = serve_overrides(final, name)
+        (out / "serve.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    sft_ov = [a[4:] for a in argv if a.startswith("sft.")]
+    kto_ov = [a[4:] for a in argv if a.startswith("kto.")]
+    rest = [a for a in argv if not a.startswith(("sft.", "kto."))]
+    kv = dict(a.split("=", 1) for a in rest if "=" in a)
+    runs = [p for p in kv.pop("runs", "").split(",") if p]
+    out = kv.pop("out", "")
+    base = kv.pop("base", "local")
+    name = kv.pop("name", "dyplanner")
+    steps = [s for s in kv.pop("steps", ",".join(STEPS)).split(",") if s]
+    if not out or ("collect" in steps and not runs):
+        print(__doc__, file=sys.stderr)
+        return 2
+    try:
+        opts = _parse_options(kv)
+        res = run_pipeline(runs, out, base=base, steps=steps, opts=opts, sft_overrides=sft_ov, kto_overrides=kto_ov,
+                           name=name)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"dyflow.train.pipeline: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # noqa: BLE001 - training.train's own errors carry their message
+        if type(exc).__name__ == "TrainError":
+            print(f"dyflow.train.pipeline: {exc}", file=sys.stderr)
+            return 2
+        raise
+    for s in ("sft", "kto"):
+        if s in res:
+            lo = res[s]["losses"]
+            print(f"{s}: {res[s]['steps']} steps, loss {lo[0]:.4f} -> {lo[-1]:.4f}; {res[s]['adapter']}"
+                  if lo else f"{s}: {res[s]['steps']} steps; {res[s]['adapter']}")
+    if "serve" in res:
+        print("serve it as the designer (no code change):\n  python -m harness.run method=dyflow benchmark=<b> "
+              "backbone=local " + " ".join(res["serve"]["local"]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

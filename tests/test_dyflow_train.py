@@ -1,0 +1,151 @@
+"""dyflow.train.collect on hand-written DyFlow run folders (the trace layout of dyflow/schema.py): stages become
+(prompt -> G_t) examples labelled by the trajectory's outcome, SFT keeps the preferred, KTO balances 1:1, and
+the files carry their provenance (run ids, designer identity, sha256)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dyflow.schema import StageGraph
+from dyflow.train.collect import CollectOptions, collect, main, stage_examples
+from training.datasets import find_runs, read_dataset, trajectories
+
+DESIGNER = {"backbone": "local", "own_backbone": False, "model": {"name": "local", "sha256": "ab12"},
+            "adapter": {"name": "dyplanner", "sha256": "cd34", "training_data_sha256": "ef56"}}
+
+
+def stage(t: int, templates: list[str], problem: str) -> dict:
+    ops = [{"operator_id": f"op_{t}_{i}", "template": tpl, "instruction": f"do {tpl.lower()} for {problem}",
+            "input_keys": ["original_problem"] if i == 1 else [f"act_{t}_{i - 1}"], "output_key": f"act_{t}_{i}"}
+           for i, tpl in enumerate(templates, 1)]
+    return StageGraph.model_validate({"stage_id": f"stage_{t}", "description": f"stage {t} of {problem}",
+                                      "operators": ops}).model_dump(mode="json")
+
+
+def stage_record(t: int, templates: list[str] | None, problem: str, status: str = "executed") -> dict:
+    g = stage(t, templates, problem) if templates else None
+    return {"index": t, "summary": f"z_{t} of {problem}",
+            "designer_messages": [{"role": "user", "content": f"Design stage {t} for: {problem}\nSummary: z_{t}"}],
+            "designer_output": "```json\n" + json.dumps(g) + "\n```" if g else "not json", "stage": g,
+            "outputs": {f"act_{t}_1": "..."}, "status": status if g else "design_failed"}
+
+
+def make_run(root: Path, bench: str, outcomes: list[float | None], *, run_id: str | None = None,
+             errors: int = 0, designer: dict | None = None, judge: list[float] | None = None) -> Path:
+    """A DyFlow run folder as the runner writes it. ``outcomes``: each problem's score (two stages each:
+    plan+answer+review, then organize); ``errors`` problems ended in an infrastructure error."""
+    d = root / bench / "dyflow" / "local" / "seed=42"
+    d.mkdir(parents=True, exist_ok=True)
+    preds = []
+    for i, score in enumerate(outcomes):
+        p = f"{bench}-q{i}"
+        stages = [stage_record(0, ["GENERATE_PLAN", "GENERATE_ANSWER", "REVIEW_SOLUTION"], p),
+                  stage_record(1, ["ORGANIZE_SOLUTION"], p)]
+        rec = {"id": p, "index": i, "status": "ok", "attempt": f"a{i}", "score": score,
+               "trace": {"method": "dyflow", "variant": "full", "options": {}, "stages": stages,
+                         "terminated_by": "organize", "final_key": "act_1_1", "memory": {}, "n_stages": 2,
+                         "designer_calls": 2}}
+        if judge is not None:
+            rec["judge_score"] = judge[i]
+        preds.append(rec)
+    for j in range(errors):
+        preds.append({"id": f"{bench}-e{j}", "index": len(outcomes) + j, "status": "error", "attempt": f"e{j}",
+                      "score": 0.0, "error": "BackboneError: connection refused",
+                      "trace": {"stages": [stage_record(0, ["GENERATE_ANSWER"], "err")]}})
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    (d / "meta.json").write_text(json.dumps({"run_id": run_id or f"selfplay/{bench}/dyflow/local/42",
+                                             "benchmark": {"name": bench, "version": "1"},
+                                             "roles": {"designer": designer or DESIGNER,
+                                                       "executor": {"backbone": "local"}}}))
+    (d / "config.yaml").write_text(f"method: {{name: dyflow}}\nbenchmark: {{name: {bench}}}\nseed: 42\n")
+    return d
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    root = tmp_path / "results" / "dyflow_selfplay"
+    make_run(root, "math", [1.0, 0.0, 0.0, 0.0, 1.0], errors=1)      # 2 right, 3 wrong, 1 error
+    make_run(root, "pubmedqa", [0.0, 0.0, 1.0, 0.0], run_id="selfplay/pubmedqa/dyflow/local/42")
+    return root
+
+
+def test_stages_are_labelled_by_the_trajectory_outcome(runs: Path):
+    ex = stage_examples()
+    by_problem = {t.id: ex(t) for t in trajectories(find_runs([runs]))}
+    assert "math-e0" not in by_problem                       # an errored problem is never training data
+    assert len(by_problem) == 9 and all(len(v) == 2 for v in by_problem.values())
+    assert [e.label for e in by_problem["math-q0"]] == [True, True]
+    assert [e.label for e in by_problem["math-q1"]] == [False, False]
+    e = by_problem["math-q0"][0]
+    # the prompt is exactly what the designer saw; the completion is G_t in the released designer JSON
+    assert e.prompt == [{"role": "user", "content": "Design stage 0 for: math-q0\nSummary: z_0"}]
+    g = json.loads(e.completion)
+    assert [o["params"]["instruction_type"] for o in g["operators"]] == ["GENERATE_PLAN", "GENERATE_ANSWER",
+                                                                          "REVIEW_SOLUTION"]
+    assert StageGraph.from_designer(g).model_dump(mode="json") == stage(0, ["GENERATE_PLAN", "GENERATE_ANSWER",
+                                                                           "REVIEW_SOLUTION"], "math-q0")
+    assert e.role == "designer" and e.meta["designer"] == DESIGNER and e.meta["benchmark"] == "math"
+    summ = stage_examples(CollectOptions(prompt="summary", completion="raw"))
+    e2 = summ(next(t for t in trajectories(find_runs([runs])) if t.id == "math-q0"))[1]
+    assert e2.prompt == "z_1 of math-q0" and e2.completion.startswith("```json")
+
+
+def test_failed_and_fallback_stages_and_missing_judge_are_skipped(tmp_path: Path):
+    root = tmp_path / "r"
+    d = make_run(root, "livebench", [1.0, 0.0], judge=[1.0, None])
+    recs = [json.loads(x) for x in (d / "predictions.jsonl").read_text().splitlines()]
+    recs[0]["trace"]["stages"].insert(1, stage_record(1, None, "x"))                       # design failed
+    recs[0]["trace"]["stages"].append(stage_record(2, ["ORGANIZE_SOLUTION"], "x", status="fallback"))
+    (d / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    res = collect([root], tmp_path / "data", CollectOptions(label_source="judge_score"))
+    assert res.summary["skipped"] == {"design_failed": 1, "fallback_stage": 1, "no_judge_score": 1}
+    assert len(res.sft.rows) == 2 and res.kto.provenance["counts"]["before_balancing"] == {"desirable": 2,
+                                                                                          "undesirable": 0}
+    with pytest.raises(ValueError, match="label_source"):
+        stage_examples(CollectOptions(label_source="gold"))
+
+
+def test_sft_keeps_preferred_and_kto_is_one_to_one_with_provenance(runs: Path, tmp_path: Path):
+    res = collect([runs], tmp_path / "data", CollectOptions(seed=3))
+    # 3 right trajectories x 2 stages preferred; 6 wrong x 2 discarded -> KTO subsamples discarded to 6
+    assert len(res.sft.rows) == 6 and all(r["source"]["score"] == 1.0 for r in res.sft.rows)
+    c = res.kto.provenance["counts"]
+    assert c["before_balancing"] == {"desirable": 6, "undesirable": 12} and c["desirable"] == c["undesirable"] == 6
+    assert sum(r["label"] for r in res.kto.rows) == 6 and len(res.kto.rows) == 12
+    # reproducible for a seed, another seed draws another subset
+    again = collect([runs], tmp_path / "again", CollectOptions(seed=3))
+    other = collect([runs], tmp_path / "other", CollectOptions(seed=4))
+    assert again.kto.sha256 == res.kto.sha256 and other.kto.rows != res.kto.rows
+    # provenance: run ids, designer identity, file hashes, counts; the summary names both datasets' sha256
+    prov = read_dataset(res.kto.path).provenance
+    assert {s["run_id"] for s in prov["sources"]} == {"selfplay/math/dyflow/local/42",
+                                                      "selfplay/pubmedqa/dyflow/local/42"}
+    assert all(len(s["files"]["predictions.jsonl"]) == 64 for s in prov["sources"])
+    assert prov["rules"]["ratio"] == 1.0 and "dyflow.train.collect.stage_examples" in prov["extractor"]
+    assert res.kto.rows[0]["source"]["meta"]["designer"]["adapter"]["sha256"] == "cd34"
+    summary = json.loads(res.summary_path.read_text())
+    assert summary["sft"]["sha256"] == read_dataset(res.sft.path).sha256 and summary["designers"] == [DESIGNER]
+    assert summary["kto"]["counts"]["desirable"] == 6 and summary["options"]["ratio"] == 1.0
+
+
+def test_cross_task_collection_keeps_only_the_training_domains(runs: Path, tmp_path: Path, capsys):
+    res = collect([runs], tmp_path / "d", CollectOptions(benchmarks=("pubmedqa",), ratio=None))
+    assert {r["source"]["run"] for r in res.kto.rows} == {"selfplay/pubmedqa/dyflow/local/42"}
+    assert len(res.kto.rows) == 8 and res.summary["skipped"]["other_benchmark"] == 5
+    assert main([f"runs={runs}", f"out={tmp_path / 'cli'}", "ratio=1"]) == 0
+    assert "KTO 6:6 preferred:discarded" in capsys.readouterr().out
+    assert main([f"runs={tmp_path / 'nothing'}", f"out={tmp_path / 'x'}"]) == 2
+
+
+def test_dyflow_training_configs_are_d2():
+    from dyflow.train.pipeline import compose_stage
+
+    sft = compose_stage("sft", ["data=x", "out=y"])
+    kto = compose_stage("kto", ["data=x", "out=y"])
+    assert (sft["kind"], sft["lr"], sft["epochs"], sft["max_length"], sft["batch_size"], sft["grad_accum"],
+            sft["scheduler"], sft["warmup_ratio"], sft["val_fraction"]) == ("sft", 5e-6, 3, 2048, 1, 4, "cosine",
+                                                                          0.1, 0.1)
+    assert (kto["kind"], kto["lr"], kto["beta"], kto["max_length"], kto["batch_size"] * kto["grad_accum"],
+            kto["epochs"], kto["scheduler"], kto["eval_steps"]) == ("kto", 2e-4, 0.1, 4096, 8, 3, "cosine", 500)
