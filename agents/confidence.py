@@ -1,0 +1,88 @@
+"""Verbalised confidence: the elicitation instruction AUQ appends every step, and robust parsing of its tags.
+
+The instruction is the supplement's §11.2 text (the [udcs] transcription of AUQ's Appendix A.4). Parsing never
+invents a number: a missing, empty, non-numeric or out-of-range ``<confidence>`` is recorded as missing
+(``None`` with a ``status`` saying why), never silently 1.0 or 0.0. A percentage ("85%") or a 0-100 number
+("85") is rescaled to [0, 1] and the status says so.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any
+
+ELICITATION = (
+    "After your action, you MUST provide:\n\n"
+    "1. Your confidence level (0.0-1.0) in <confidence>...</confidence> tags\n\n"
+    "2. An explanation of your confidence in <explanation>...</explanation> tags\n"
+    "   - Explain what makes you confident\n"
+    "   - Explain what concerns or uncertainties you have\n"
+    "   - What information might be missing or unclear\n"
+    "   - What alternative actions you considered\n"
+    "   - DO NOT output empty <explanation></explanation> tags - you MUST provide actual text inside"
+)
+
+_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*(%))?")
+
+
+def tag_text(raw: str | None, tag: str) -> str | None:
+    """The content of the last ``<tag>...</tag>`` in ``raw``; an unclosed last tag runs to the next tag or the
+    end. None when the tag is absent."""
+    if not raw:
+        return None
+    closed = re.findall(rf"<{tag}\s*>(.*?)</{tag}\s*>", raw, re.S | re.I)
+    if closed:
+        return closed[-1].strip()
+    m = list(re.finditer(rf"<{tag}\s*>", raw, re.I))
+    if not m:
+        return None
+    rest = raw[m[-1].end():]
+    return re.split(r"<\s*/?\s*[a-zA-Z]+\s*>", rest, maxsplit=1)[0].strip()
+
+
+@dataclass(frozen=True)
+class Elicited:
+    """What one reply said about itself: ``confidence`` in [0, 1] or None, why (``status``), the explanation."""
+
+    confidence: float | None
+    status: str            # ok | rescaled_percent | missing | empty | malformed | out_of_range
+    explanation: str | None
+    text: str | None       # the raw content of the <confidence> tag
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_confidence(raw: str | None) -> tuple[float | None, str, str | None]:
+    """(value or None, status, tag text) for the last ``<confidence>`` tag of ``raw``."""
+    text = tag_text(raw, "confidence")
+    if text is None:
+        return None, "missing", None
+    if not text:
+        return None, "empty", text
+    m = _NUMBER.search(text)
+    if m is None:
+        return None, "malformed", text
+    try:
+        value = float(m.group(0).rstrip("% ").strip())
+    except ValueError:
+        return None, "malformed", text
+    if m.group(1) or 1.0 < value <= 100.0:
+        value, status = value / 100.0, "rescaled_percent"
+    else:
+        status = "ok"
+    if not 0.0 <= value <= 1.0:
+        return None, "out_of_range", text
+    return value, status, text
+
+
+def parse_explanation(raw: str | None) -> str | None:
+    """The last ``<explanation>`` text; empty or absent is None."""
+    text = tag_text(raw, "explanation")
+    return text or None
+
+
+def elicit(raw: str | None) -> Elicited:
+    """Confidence and explanation of one reply (see the module docstring for the missing cases)."""
+    value, status, text = parse_confidence(raw)
+    return Elicited(value, status, parse_explanation(raw), text)
