@@ -116,3 +116,85 @@ def webshop_missing_message(missing: list[str], folder: Path) -> str:
     return (f"WebShop needs {', '.join(missing)} in {folder} (not obtainable offline): run `make data` with internet "
             "access (downloads them from the WebShop authors' Google Drive and checks size and sha256), or copy them "
             "there and re-run `make data` to check them")
+
+
+# ---- agent prompts (ReAct / Reflexion few-shot prompts) ------------------------------------------
+AGENT_PROMPTS_DIR = "agent_prompts"
+_REACT = "https://raw.githubusercontent.com/ysymyth/ReAct/6bdb3a1fd38b8188fc7ba4102969fe483df8fdc9/"
+_REFLEXION = "https://raw.githubusercontent.com/noahshinn/reflexion/218cf0ef1df84b05ce379dd4a8e47f17766733a0/"
+# file -> (bytes, sha256, source URL (repo @ commit / path), how the JSONL is built from the source, name)
+AGENT_PROMPTS: dict[str, tuple[int, str, str, str, str]] = {
+    "react_alfworld_3prompts.jsonl": (
+        62_988, "a2533600d19424bc68932712d982d04b1d4fb4aa4b549b15195bc4c447f7b84f",
+        _REACT + "prompts/alfworld_3prompts.json", "json-object", ""),
+    "react_webshop_prompts.jsonl": (
+        3_434, "b2973c7bb8b3e0aad75e0f84125d02e228f398ad8dc5698427ec4d1ec574e157",
+        _REACT + "WebShop.ipynb", "notebook-strings", "prompt1:4,prompt1_actonly:5"),
+    "reflexion_webshop_base_prompt.jsonl": (
+        1_877, "de1b12540e4be52a2ce7038e0865d7992ad4c626b8a2ee6c8c9fb5df582fe4a8",
+        _REFLEXION + "webshop_runs/base_prompt.txt", "text", "webshop_base_prompt"),
+    "reflexion_webshop_reflection_few_shot_examples.jsonl": (
+        4_789, "0a1cb6a59c1700cbe5b956c6e0054da1670015dbde2f2c3d4decb65a9fcdc169",
+        _REFLEXION + "webshop_runs/reflection_few_shot_examples.txt", "text", "webshop_reflection_few_shot_examples"),
+    "reflexion_alfworld_few_shot_examples.jsonl": (
+        4_224, "6eb8c3ff2513f2be3856789f26877cfa9e70b2cea5c93e9a91178558f25965c5",
+        _REFLEXION + "alfworld_runs/reflexion_few_shot_examples.txt", "text", "alfworld_reflexion_few_shot_examples"),
+}
+
+
+def _prompt_jsonl(source: bytes, how: str, name: str) -> bytes:
+    """The JSONL record(s) of ../shared/datasets/README.md's rule for each prompt file, from the upstream bytes."""
+    import ast
+    import json
+
+    if how == "json-object":
+        rows = [{"key": k, "prompt": v} for k, v in json.loads(source).items()]
+    elif how == "text":
+        rows = [{"name": name, "text": source.decode("utf-8")}]
+    elif how == "notebook-strings":  # string literals assigned in given notebook code cells (no code is kept)
+        cells = json.loads(source)["cells"]
+        rows = []
+        for item in name.split(","):
+            var, cell = item.split(":")
+            tree = ast.parse("".join(cells[int(cell)]["source"]))
+            value = next(ast.literal_eval(n.value) for n in ast.walk(tree) if isinstance(n, ast.Assign)
+                         and any(getattr(t, "id", None) == var for t in n.targets))
+            rows.append({"name": var, "cell": int(cell), "prompt": value})
+    else:
+        raise ValueError(how)
+    return "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8")
+
+
+def fetch_agent_prompts(dest: Path, shared: Path, download: bool = True) -> list[str]:
+    """Place ReAct's and Reflexion's few-shot prompt files under ``dest/agent_prompts`` (copied from
+    ``shared/agent_prompts`` or rebuilt from the upstream files at the pinned commits); each is kept only when
+    its size and sha256 match :data:`AGENT_PROMPTS`. One line per file; ``ERR`` lines when one is missing."""
+    import json
+
+    lines, record = [], {}
+    folder = dest / AGENT_PROMPTS_DIR
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (size, sha, url, how, arg) in AGENT_PROMPTS.items():
+        target = folder / name
+        record[name] = {"bytes": size, "sha256": sha, "source": url, "built_as": how}
+        if target.is_file() and hashlib.sha256(target.read_bytes()).hexdigest() == sha:
+            lines.append(f"ok  {AGENT_PROMPTS_DIR}/{name}  (already there)")
+            continue
+        try:
+            source = shared / AGENT_PROMPTS_DIR / name
+            if source.is_file():
+                data, origin = source.read_bytes(), str(source)
+            elif download:
+                with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 - pinned https URL
+                    data, origin = _prompt_jsonl(resp.read(), how, arg), url
+            else:
+                raise RuntimeError(f"not in {shared / AGENT_PROMPTS_DIR} and downloads are off")
+            got = hashlib.sha256(data).hexdigest()
+            if len(data) != size or got != sha:
+                raise RuntimeError(f"got {len(data):,} bytes sha256 {got[:12]}..., expected {size:,} bytes {sha[:12]}...")
+            target.write_bytes(data)
+            lines.append(f"ok  {AGENT_PROMPTS_DIR}/{name}  ({origin})")
+        except Exception as exc:  # noqa: BLE001 - one line per file; the agents refuse to run without it
+            lines.append(f"ERR {AGENT_PROMPTS_DIR}/{name}: {type(exc).__name__}: {exc}")
+    (folder / "provenance.json").write_text(json.dumps(record, indent=1) + "\n")
+    return lines

@@ -128,6 +128,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERR alfworld: {exc}", file=sys.stderr)
     for line in fetch_webshop(dest, shared):
         print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)  # missing WebShop files: not fatal
+    from envs.data import fetch_agent_prompts  # ReAct/Reflexion few-shot prompts for the agents
+
+    for line in fetch_agent_prompts(dest, shared):
+        print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)
     if failures:
         print(f"{len(failures)} file(s) missing; the benchmarks that need them will say so", file=sys.stderr)
     print(f"data directory: {dest.resolve()}")

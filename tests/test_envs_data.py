@@ -71,3 +71,35 @@ def test_webshop_offline_reports_each_missing_file(tmp_path):
     assert by_name["webshop/items_ins_v2_1000.json"].startswith("ok")  # from ../shared/datasets
     assert by_name["webshop/items_shuffle_1000.json"].startswith("ERR")
     assert by_name["webshop/items_human_ins.json"].startswith("ERR")
+
+
+def test_agent_prompts_copied_checked_and_rebuilt_from_upstream(tmp_path, monkeypatch):
+    import json
+
+    lines = envdata.fetch_agent_prompts(tmp_path, SHARED)
+    assert len(lines) == 5 and all(line.startswith("ok") for line in lines), lines
+    prov = json.loads((tmp_path / "agent_prompts" / "provenance.json").read_text())
+    assert prov["react_alfworld_3prompts.jsonl"]["source"].startswith("https://raw.githubusercontent.com/ysymyth/ReAct/")
+    # no shared copy: rebuilt from (simulated) upstream files, kept only when the sha256 matches
+    rows = [json.loads(x) for x in (SHARED / "agent_prompts/react_alfworld_3prompts.jsonl").read_text().splitlines()]
+    upstream = {"alfworld_3prompts.json": json.dumps({r["key"]: r["prompt"] for r in rows}).encode()}
+    for name in ("base_prompt.txt", "reflection_few_shot_examples.txt", "reflexion_few_shot_examples.txt"):
+        src = {"base_prompt.txt": "reflexion_webshop_base_prompt", "reflection_few_shot_examples.txt":
+               "reflexion_webshop_reflection_few_shot_examples", "reflexion_few_shot_examples.txt":
+               "reflexion_alfworld_few_shot_examples"}[name]
+        upstream[name] = json.loads((SHARED / f"agent_prompts/{src}.jsonl").read_text())["text"].encode()
+    ws = [json.loads(x) for x in (SHARED / "agent_prompts/react_webshop_prompts.jsonl").read_text().splitlines()]
+    cells = [{"source": []} for _ in range(6)]
+    for r in ws:
+        cells[r["cell"]] = {"source": [f"x = 1\n{r['name']} = {r['prompt']!r}\n"]}
+    upstream["WebShop.ipynb"] = json.dumps({"cells": cells}).encode()
+    upstream["reflexion_few_shot_examples.txt"] += b" "  # one upstream file changed: refused
+    monkeypatch.setattr(envdata.urllib.request, "urlopen",
+                        lambda url, timeout: _Resp(upstream[url.rsplit("/", 1)[1]]))
+    out = tmp_path / "fresh"
+    lines = envdata.fetch_agent_prompts(out, tmp_path / "no-shared")
+    bad = [line for line in lines if line.startswith("ERR")]
+    assert len(bad) == 1 and "reflexion_alfworld_few_shot_examples" in bad[0] and "expected" in bad[0]
+    assert not (out / "agent_prompts/reflexion_alfworld_few_shot_examples.jsonl").exists()
+    for name in ("react_alfworld_3prompts.jsonl", "react_webshop_prompts.jsonl", "reflexion_webshop_base_prompt.jsonl"):
+        assert (out / "agent_prompts" / name).read_bytes() == (SHARED / "agent_prompts" / name).read_bytes()
