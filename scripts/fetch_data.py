@@ -42,6 +42,87 @@ MANIFEST: dict[str, tuple[str, str, str, str, str]] = {
                                   "patdfb/TPC-EES", "30c8c572bfcd0fc5fa537210710d7fde134e4868",
                                   "mbpp/sanitized-mbpp.json", "json-array"),
 }
+# second batch (bench2: DyFlow / DynaGraph / AUQ benchmarks), provenance in ../shared/datasets/README.md
+MANIFEST.update({
+    "pubmedqa/pqa_labeled.jsonl": ("ec22fbeefab3eeeb925c457129d8ba2324b1bbc27a1ca2ac92a402e49b73531e",
+                                   "pubmedqa/pubmedqa", "1cbae8e92f72f20c8d3747cbb3bf5bc53554d997",
+                                   "data/ori_pqal.json", "pubmedqa"),
+    "strategyqa/strategyqa_train.jsonl": ("dbc65326171dce7ed0446a8c96b44e5fd88f6195aa05ec51a76c8a5e8bc07095",
+                                          "Ashok080/AOS-100-Agents", "18fb83121cf9a4bd0e786fa88963632e3dd4f55a",
+                                          "strategyqa_train.json", "json-array"),
+    "strategyqa/strategyqa_dev_eladsegal.jsonl": ("b49019f879d78251a249001e1669e3dff66e6ad16a60afadac81128418dbceb0",
+                                                  "eladsegal/strategyqa", "1ba1e97452e189569357876f2854b01357ffbe37",
+                                                  "data/strategyqa/dev.json", "json-array"),
+    "strategyqa/strategyqa_train_eladsegal.jsonl": ("25fd11090401e288a8388679fffeeed19348a9eea5d90573da465b0573e12cf4",
+                                                    "eladsegal/strategyqa", "1ba1e97452e189569357876f2854b01357ffbe37",
+                                                    "data/strategyqa/train.json", "json-array"),
+    "livebench/reasoning_spatial.jsonl": ("dee517361a762c045de84ea11df8a080c91390238a897017489b29fcf1bb9113",
+                                          "LiveBench/LiveBench", "4fcc7aa5733f67a7ca5b86f70ab49d653967a465",
+                                          "livebench/data/live_bench/reasoning/spatial/question.jsonl", "reconstructed"),
+    "livebench/reasoning_web_of_lies_v2.jsonl": ("f4f22a565bbd477cf64cf7b50a10bae479e41cd223360452ff13d36c95af50f3",
+                                                 "LiveBench/LiveBench", "b71ef926fe4f5b72d77020d586dab0fbea908f55",
+                                                 "livebench/data/live_bench/reasoning/web_of_lies_v2/question.jsonl",
+                                                 "reconstructed"),
+    "livebench/reasoning_zebra_puzzle.jsonl": ("cd3a829ba2526c0af181a6072cce0aef3fa519b84d532d0bf92dbb48de3d7b9e",
+                                               "LiveBench/LiveBench", "68863a2a1242e97f07c966b4f164bdf6dc827499",
+                                               "livebench/data/live_bench/reasoning/zebra_puzzle/question.jsonl",
+                                               "reconstructed"),
+    "socialmaze/blood_6_all_hf.jsonl": ("471d92a18b472050690a77a33d64d7ee5c7a74c9fad1f5d6bf0900ef82ad5e64",
+                                        "xzx34/SocialMaze", "dc7f1411683b0cfe4e4daf7069bdee79bfb76264",
+                                        "blood/huggingface_data/blood_6_all_hf.jsonl", "copy"),
+    "socialmaze/hf_10pct.jsonl": ("bde424e9b895dde420d015d26514de467fa3da4b686f2bd962cb3f55eddca0f2",
+                                  "xzx34/SocialMaze", "dc7f1411683b0cfe4e4daf7069bdee79bfb76264",
+                                  "blood/huggingface_data/10%25.jsonl", "copy"),
+    "socialmaze/blood_6_all_hf_ae8de50.jsonl": ("cacd4e80d2c77d8681f0271f1a31cab2364272591c605f4991336aeebdd4bbc8",
+                                                "xzx34/SocialMaze", "ae8de5098d0d763bfedde9567498aeca3776233b",
+                                                "blood/huggingface_data/blood_6_all_hf.jsonl", "copy"),
+    "deepresearch_bench/query.jsonl": ("62b197a264a027fd4e2e795ff322a82dd6d566f5e350596ccc7572539ec987d1",
+                                       "Ayanami0730/deep_research_bench", "214741e474a5347ea7f869ab79d27e7c8734ede7",
+                                       "data/prompt_data/query.jsonl", "copy"),
+    "deepresearch_bench/criteria.jsonl": ("4dbd2451bc487647b3588193e52b00be1fbe5540174da3b3707db57197697edb",
+                                          "Ayanami0730/deep_research_bench", "214741e474a5347ea7f869ab79d27e7c8734ede7",
+                                          "data/criteria_data/criteria.jsonl", "copy"),
+})
+
+# Files too large for ../shared/datasets: downloaded for users with internet, checked by their git blob id.
+# file -> (git blob id, repo, commit, path)
+BLOB_DOWNLOADS: dict[str, tuple[str, str, str, str]] = {
+    "finqa/test.json": ("59958c7c3bb3b21f4dff6bc912a0fe0ae710aee0", "czyssrs/FinQA",
+                        "0f16e2867befa6840783e58be38c9efb9229d742", "dataset/test.json"),
+    "deepresearch_bench/reference.jsonl": ("2b0f090208527f0bf518516458de91b1d5a8fe75", "Ayanami0730/deep_research_bench",
+                                           "214741e474a5347ea7f869ab79d27e7c8734ede7",
+                                           "data/test_data/cleaned_data/reference.jsonl"),
+}
+
+
+def git_blob_id(data: bytes) -> str:
+    """The id ``git hash-object`` gives these bytes (sha1 of "blob <size>\\0" + data)."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id, not security
+
+
+def fetch_blob(dest: Path, rel: str, download=None) -> str:
+    """Place ``rel`` (downloaded unless already there with the right git blob id); one line saying what happened.
+
+    Raises RuntimeError with one line naming the file, where it comes from and what to do."""
+    blob, repo, commit, path = BLOB_DOWNLOADS[rel]
+    target = dest / rel
+    if target.is_file() and git_blob_id(target.read_bytes()) == blob:
+        return f"ok  {rel}  (present, git blob {blob[:12]})"
+    url = RAW.format(repo=repo, commit=commit, path=path)
+    try:
+        data = (download or _download)(url)
+    except Exception as exc:  # noqa: BLE001 - no network, HTTP error: one clear line
+        raise RuntimeError(f"{rel} is not in ../shared/datasets and could not be downloaded from {url} ({exc}); "
+                           f"with internet access re-run `make data` (or place the file at {target}; its git blob id "
+                           f"must be {blob})") from exc
+    got = git_blob_id(data)
+    if got != blob:
+        raise RuntimeError(f"{rel}: downloaded bytes have git blob {got}, expected {blob}; not placed")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(data)
+    return f"ok  {rel}  ({url}, git blob checked)"
+
+
 for _name, _sha in {
     "drop_raw": "4ce095eb24b93548a8a58c84b94e953e5339e0aa48ceb61e13bcde60acb9d4bb",
     "drop_validate": "55f979d3016a55cfff423af8fc5dabc8902c4d8c862463d58f90d6acfe12d19b",
@@ -75,6 +156,14 @@ def fetch_public(rel: str) -> bytes:
         raise RuntimeError(f"{rel} is assembled from 5,000 per-problem files; copy it from a machine that has "
                            "../shared/datasets, or use split=math500 / split=test instead")
     raw = _download(RAW.format(repo=repo, commit=commit, path=path))
+    if how == "reconstructed":
+        raise RuntimeError(f"{rel} was re-typed from a stored copy of LiveBench's question.jsonl (see "
+                           "../shared/datasets/README.md); upstream serves it from the Hugging Face dataset "
+                           "livebench/reasoning: copy it from a machine that has ../shared/datasets")
+    if how == "pubmedqa":  # JSON object keyed by PMID -> JSONL with pubid and split (test = test_ground_truth.json)
+        test_ids = json.loads(_download(RAW.format(repo=repo, commit=commit, path="data/test_ground_truth.json")))
+        return "".join(json.dumps({"pubid": k, "split": "test" if k in test_ids else "trainval", **v}) + "\n"
+                       for k, v in json.loads(raw).items()).encode("utf-8")
     if how == "gunzip":
         return gzip.decompress(raw)
     if how == "json-array":
@@ -132,6 +221,11 @@ def main(argv: list[str] | None = None) -> int:
 
     for line in fetch_agent_prompts(dest, shared):
         print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)
+    for rel in BLOB_DOWNLOADS:  # not fatal: the benchmark that needs the file fails with this same line
+        try:
+            print(fetch_blob(dest, rel))
+        except RuntimeError as exc:
+            print(f"ERR {exc}", file=sys.stderr)
     if failures:
         print(f"{len(failures)} file(s) missing; the benchmarks that need them will say so", file=sys.stderr)
     print(f"data directory: {dest.resolve()}")

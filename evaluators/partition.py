@@ -1,0 +1,77 @@
+"""Seeded train/test partitions of one labelled file (DyFlow D.1: "TRAIN:TEST ≈ 1:3"; the split lists are unpublished).
+
+A benchmark config with ``partition: {seed, sizes: {train: 84, test: 251}}`` and a split named in
+``sizes`` gets that part of a seeded shuffle of the (filtered) rows: rows are ordered by
+``sha256(f"{seed}:{key}")`` of their stable key (an id, never the file position), then cut in the
+order ``sizes`` lists the parts. The same seed and file give the same ids on every machine and
+Python version; parts are disjoint by construction. Any other split (e.g. ``all``) reads every row.
+The partition spec is part of the benchmark config, so it is recorded in every run's config.yaml.
+"""
+from __future__ import annotations
+
+import hashlib
+from typing import Any, Callable
+
+from evaluators.code_tasks import HumanEval
+from evaluators.math_tasks import MATH
+
+
+class PartitionError(ValueError):
+    """The partition asks for more rows than the file has, or names no sizes."""
+
+
+def partition_rows(rows: list[dict[str, Any]], spec: dict[str, Any], split: str,
+                   key: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
+    """The rows of part ``split`` of ``spec`` (in shuffled order), or all rows if ``split`` is not a part."""
+    sizes = {str(k): int(v) for k, v in (spec.get("sizes") or {}).items()}
+    if not sizes:
+        raise PartitionError("partition.sizes is empty: give {train: N, test: M}")
+    if split not in sizes:
+        return rows
+    seed = int(spec.get("seed", 0))
+    if sum(sizes.values()) > len(rows):
+        raise PartitionError(f"partition sizes {sizes} need {sum(sizes.values())} rows; the file has {len(rows)}")
+    keys = [key(r) for r in rows]
+    if len(set(keys)) != len(keys):
+        raise PartitionError("partition keys are not unique")
+    order = sorted(range(len(rows)), key=lambda i: hashlib.sha256(f"{seed}:{keys[i]}".encode()).hexdigest())
+    start = 0
+    for name, n in sizes.items():
+        if name == split:
+            return [rows[i] for i in order[start:start + n]]
+        start += n
+    raise AssertionError("unreachable")
+
+
+class Partitioned:
+    """Mixin: ``filter_rows`` then the configured partition (``partition_key`` names the stable id)."""
+
+    cfg: dict[str, Any]
+
+    def partition_key(self, row: dict[str, Any]) -> str:
+        raise NotImplementedError
+
+    def filter_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        rows = super().filter_rows(rows)  # type: ignore[misc]
+        spec = self.cfg.get("partition")
+        return partition_rows(rows, spec, str(self.cfg["split"]), self.partition_key) if spec else rows
+
+
+class PartitionedMATH(Partitioned, MATH):
+    """MATH with a type filter (``types: [...]``) and a seeded partition: DyFlow's MATH (MaAS's Level-5 subset)."""
+
+    def filter_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        types = self.cfg.get("types")
+        if types:
+            rows = [r for r in rows if (r.get("type") or r.get("subject")) in types]
+        return super().filter_rows(rows)
+
+    def partition_key(self, row: dict[str, Any]) -> str:
+        return str(row["unique_id"])
+
+
+class PartitionedHumanEval(Partitioned, HumanEval):
+    """HumanEval with DyFlow's 55 train / 109 test partition (or ``split=full``: all 164, D.1)."""
+
+    def partition_key(self, row: dict[str, Any]) -> str:
+        return str(row["task_id"])
