@@ -15,6 +15,9 @@ number of model calls it took, and whatever the policy put in ``Decision.extra``
   unparsable reply sends :data:`UNPARSABLE` so that nothing in a malformed reply is ever executed.
   ``invalid_action: skip`` sends nothing: the step is recorded as a note, the observation says the action was
   not admissible, and the loop counts it against the step cap itself.
+- **Thoughts** (``allow_thoughts``, ReAct's transcript style): a ``think: ...`` / ``think[...]`` action is a
+  valid step that the environment receives (ReAct's clients sent it too) and the agent sees "OK.".
+- ``stop_when(state)`` lets an agent end an episode itself (recorded as a note; the environment is not done).
 - **Memory window** ``h``: ``state.render(h)`` shows the last ``h`` steps (None = the full trajectory).
 - **Step cap**: the environment's (``env.max_steps``, applied by the host); the episode ends at ``done``.
 - **Resume** is per episode (harness/env.py): an episode killed midway is replayed from ``reset`` and the
@@ -138,7 +141,8 @@ Decide = Callable[[Any, AgentState], Awaitable[Decision]]
 
 async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | None = None,
                       profile: Profile | None = None, memory: list[str] | None = None, episode: int = 0,
-                      invalid_action: str = "send") -> EpisodeResult:
+                      invalid_action: str = "send", allow_thoughts: bool = False,
+                      stop_when: Callable[[AgentState], bool] | None = None) -> EpisodeResult:
     """One episode: ``reset``, then ``decide`` / ``step`` until the environment (or the step cap) ends it."""
     if invalid_action not in ("send", "skip"):
         raise ValueError(f"invalid_action={invalid_action!r}: choose send or skip")
@@ -160,7 +164,7 @@ async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | N
     while not done:
         d = await decide(ctx, state)
         calls += int(d.calls)
-        thought = profile.is_thought(d.action)
+        thought = allow_thoughts and profile.is_thought(d.action)
         sent = d.action.strip() if thought and d.action else profile.admissible(d.action, state.actions)
         valid = sent is not None
         extra = {"raw": d.raw, "confidence": d.confidence, "explanation": d.explanation, "valid": valid,
@@ -187,5 +191,19 @@ async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | N
                                 think=d.extra.get("think"), result=result, sent=to_send, calls=int(d.calls),
                                 thought=thought))
         state.observation = result
+        if not done and stop_when is not None and stop_when(state):
+            session.record(stopped_by_agent=True)  # e.g. Reflexion ends a trial that repeats its last action
+            break
     return EpisodeResult(success=success, reward=reward, turns=state.turns, steps=state.step, wasted_steps=wasted,
                          truncated=truncated, episode=episode, calls=calls)
+
+
+def episode_solution(results: list[EpisodeResult], **trace: Any) -> Any:
+    """The method's Solution: the last action as the answer (kept, not scored: the environment scores), the
+    last step's confidence (None when not elicited), and every episode's summary in the trace."""
+    from harness.types import Solution
+
+    last = results[-1] if results else None
+    turns = last.turns if last else []
+    return Solution(answer=turns[-1].action if turns else "", confidence=turns[-1].confidence if turns else None,
+                    trace={**trace, "episodes": [r.summary() for r in results]})
