@@ -1,0 +1,243 @@
+"""bench2 benchmarks: extraction rules and scorers on hand-checked cases; loaders and splits on the real files."""
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from evaluators import finqa, livebench, pubmedqa, socialmaze, strategyqa
+from evaluators.base import build_benchmark
+from evaluators.partition import PartitionError, partition_rows
+from harness.types import Problem
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "data"
+FIXTURE = ROOT / "tests" / "fixtures" / "finqa_test.json"
+
+
+def _cfg(name: str, **over):
+    import yaml
+
+    cfg = yaml.safe_load((ROOT / "configs" / "benchmark" / f"{name}.yaml").read_text())
+    cfg.pop("defaults", None)
+    return {**cfg, **over}
+
+
+def _needs(*rels: str) -> None:
+    missing = [r for r in rels if not (DATA / r).is_file()]
+    if missing:
+        pytest.skip(f"run `make data` first ({missing[0]} missing)")
+
+
+def _score(bench, text, problem):
+    return asyncio.run(bench.score(text, problem))
+
+
+# ---- PubMedQA ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,label,rule", [
+    ("Reasoning...\nFinal decision: [[Yes]]", "yes", "double-bracket"),
+    ("[[no]] at first, but on reflection [[maybe]]", "maybe", "double-bracket"),
+    ("The answer is: no", "no", "answer-line"),
+    ("It seems that yes, there is an effect... so maybe not.", "maybe", "last-word"),
+    ("unclear from the abstract", None, "none"),
+])
+def test_pubmedqa_extraction(text, label, rule):
+    assert pubmedqa.extract_label(text) == (label, rule)
+
+
+def test_pubmedqa_strict_reads_only_brackets():
+    assert pubmedqa.extract_label("Answer: yes", strict=True) == (None, "none")
+
+
+def test_pubmedqa_split_is_deterministic_disjoint_and_sized():
+    _needs("pubmedqa/pqa_labeled.jsonl")
+    parts = {}
+    for split, n in (("train", 84), ("test", 251)):
+        b = build_benchmark(_cfg("pubmedqa", split=split))
+        problems, info = b.load()
+        assert len(problems) == n == info.selected
+        parts[split] = [p.id for p in problems]
+        assert [p.id for p in build_benchmark(_cfg("pubmedqa", split=split)).load()[0]] == parts[split]
+        assert all(p.gold in ("yes", "no", "maybe") for p in problems)
+    assert not set(parts["train"]) & set(parts["test"])
+    other = build_benchmark(_cfg("pubmedqa", split="test", partition={"seed": 1, "sizes": {"train": 84, "test": 251}}))
+    assert [p.id for p in other.load()[0]] != parts["test"]  # the seed matters
+    assert "long_answer" in build_benchmark(_cfg("pubmedqa")).hidden()
+
+
+def test_partition_rejects_oversized_and_duplicate_keys():
+    rows = [{"k": str(i)} for i in range(5)]
+    with pytest.raises(PartitionError):
+        partition_rows(rows, {"sizes": {"train": 3, "test": 3}}, "test", lambda r: r["k"])
+    with pytest.raises(PartitionError):
+        partition_rows(rows + [{"k": "0"}], {"sizes": {"train": 1}}, "train", lambda r: r["k"])
+    assert partition_rows(rows, {"sizes": {"train": 1}}, "all", lambda r: r["k"]) == rows
+
+
+# ---- StrategyQA ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text,value,rule", [
+    ("Plants need light, so no.\nAnswer: Yes", True, "answer-line"),
+    ("answer is **false**", False, "answer-line"),
+    ("I think yes... actually no", False, "last-word"),
+    ("unclear", None, "none"),
+])
+def test_strategyqa_extraction(text, value, rule):
+    assert strategyqa.extract_yes_no(text) == (value, rule)
+
+
+def test_strategyqa_dev_joined_by_question_and_train_is_the_rest():
+    _needs("strategyqa/strategyqa_train.jsonl", "strategyqa/strategyqa_dev_eladsegal.jsonl")
+    dev, _ = build_benchmark(_cfg("strategyqa", split="dev")).load()
+    train, _ = build_benchmark(_cfg("strategyqa", split="train")).load()
+    full, _ = build_benchmark(_cfg("strategyqa", split="all")).load()
+    assert (len(dev), len(train), len(full)) == (229, 2061, 2290)
+    assert not {p.fields["question"] for p in dev} & {p.fields["question"] for p in train}
+    assert sum(p.gold for p in dev) == 107  # 107 True / 122 False (datasets README)
+    b = build_benchmark(_cfg("strategyqa", split="dev"))
+    p = dev[0]
+    assert _score(b, "Answer: " + ("yes" if p.gold else "no"), p).value == 1.0
+    assert _score(b, "Answer: " + ("no" if p.gold else "yes"), p).value == 0.0
+
+
+# ---- SocialMaze ------------------------------------------------------------------------------------
+def test_socialmaze_parse_and_score():
+    gold, rule = socialmaze.parse_answer("Final Criminal Is Player 2.\nMy Role Is Investigator.")
+    assert (gold, rule) == ({"criminal": 2, "role": "investigator"}, "format")
+    p = Problem("s", 0, {"system_prompt": "", "prompt": "", "answer_text": ""}, gold, "socialmaze")
+    b = socialmaze.SocialMaze({"name": "socialmaze"})
+    assert _score(b, "... Final Criminal: 2, My role: Investigator", p).value == 1.0
+    s = _score(b, "Final Criminal Is Player 3.\nMy Role Is Investigator.", p)
+    assert s.value == 0.0 and s.details["role_correct"] and not s.details["criminal_correct"]
+    assert _score(b, "Final Criminal: 2, My role: Unknown", p).value == 0.0
+    assert _score(b, "Final Criminal: 5 ... revised: Final Criminal: 2, My role: investigator", p).value == 1.0
+    assert socialmaze.parse_answer("I cannot tell")[1] == "none"
+
+
+def test_socialmaze_split_is_one_to_three_over_300():
+    _needs("socialmaze/blood_6_all_hf.jsonl", "socialmaze/hf_10pct.jsonl", "socialmaze/blood_6_all_hf_ae8de50.jsonl")
+    tr, _ = build_benchmark(_cfg("socialmaze", split="train")).load()
+    te, _ = build_benchmark(_cfg("socialmaze", split="test")).load()
+    assert (len(tr), len(te)) == (75, 225) and not {p.id for p in tr} & {p.id for p in te}
+
+
+# ---- LiveBench (LiveBench's own rules) -------------------------------------------------------------
+def test_livebench_spatial_rules():
+    assert livebench.score_spatial("3", "so there are **3** pieces")[0] == 1.0
+    assert livebench.score_spatial("3", "**three**")[0] == 1.0
+    assert livebench.score_spatial("triangle", "it is an **equilateral triangle**")[0] == 1.0
+    assert livebench.score_spatial("triangle", "**circle square triangle and more shapes**")[0] == 0.0
+    # within the last three bold spans only
+    assert livebench.score_spatial("3", "**3** **a** **b** **c**")[0] == 0.0
+    assert livebench.score_spatial("3", "no bold 3")[0] == 0.0
+
+
+def test_livebench_web_of_lies_rules():
+    gold = "no, yes, yes"
+    assert livebench.score_web_of_lies(gold, "<solution>no, yes, yes</solution>")[:2] == (1.0, "no, yes, yes")
+    assert livebench.score_web_of_lies(gold, "**No**, **yes**, and **yes.**")[0] == 1.0
+    assert livebench.score_web_of_lies(gold, "...so: no, yes, yes. Final")[0] == 1.0  # plain triple
+    assert livebench.score_web_of_lies(gold, "\\boxed{no, yes, yes}")[0] == 1.0
+    assert livebench.score_web_of_lies(gold, "<solution>no, no, yes</solution>")[0] == 0.0
+
+
+def test_livebench_zebra_rules():
+    # new format: partial credit ((all right) + right/n) / 2
+    gold = "1, filmmaking, police-officer, journalist"
+    assert livebench.score_zebra_new(gold, "<solution>1, filmmaking, police officer, journalist</solution>")[0] == 1.0
+    assert livebench.score_zebra_new(gold, "<solution>1, collecting, police-officer, journalist</solution>")[0] \
+        == pytest.approx(0.375)
+    assert livebench.score_zebra_new(gold, "1, filmmaking, police-officer, journalist")[2] == "last-line"
+    assert livebench.score_zebra_new(gold, "I do not know")[0] == 0.0
+    # old format: ***X***
+    assert livebench.score_zebra_old("rabbit", "the pet is ***rabbit***")[0] == 1.0
+    assert livebench.score_zebra_old("three", "***3***")[0] == 1.0
+    assert livebench.score_zebra_old("rabbit", "***frog*** hmm rabbit")[0] == 0.0
+
+
+def test_livebench_split_and_dispatch_by_release_date():
+    _needs("livebench/reasoning_zebra_puzzle.jsonl")
+    b = build_benchmark(_cfg("livebench", split="test"))
+    te, info = b.load()
+    tr, _ = build_benchmark(_cfg("livebench", split="train")).load()
+    assert (len(tr), len(te)) == (50, 150) and not {p.id for p in tr} & {p.id for p in te}
+    zebras = [p for p in te + tr if p.fields["task"] == "zebra_puzzle"]
+    old = [p for p in zebras if p.fields["release_date"] < "2024-11-25"]
+    assert old and len(old) < len(zebras)
+    assert b._rule(old[0])[1] == "zebra_puzzle_old"
+    p = old[0]
+    # LiveBench's old rule reads one word: "***thriller***" matches the gold "thriller movies"
+    assert _score(b, f"***{p.gold.removesuffix(' movies')}***", p).value == 1.0
+    assert _score(b, "***zzz***", p).value == 0.0
+
+
+# ---- FinQA (official execution rules) on the hand-made fixture -------------------------------------
+def test_finqa_program_execution_matches_gold_on_fixture():
+    rows = json.loads(FIXTURE.read_text())
+    for r in rows:
+        assert finqa.execute_program(r["qa"]["program"], r["table"]) == r["qa"]["exe_ans"]
+
+
+@pytest.mark.parametrize("program,error", [
+    ("subtract(1, 2), divide(#1, 3)", "refers"),
+    ("modulo(1, 2)", "unknown op"),
+    ("add(1)", "two arguments"),
+    ("table_max(no such row, none)", "no table row"),
+    ("divide(1, 0)", "division"),
+])
+def test_finqa_invalid_programs(program, error):
+    with pytest.raises(finqa.ProgramError, match=error):
+        finqa.execute_program(program, [["", "a"], ["x", "1"]])
+
+
+def test_finqa_str_to_num_rules():
+    assert finqa.str_to_num("1,200") == 1200.0
+    assert finqa.str_to_num("105%") == pytest.approx(1.05)
+    assert finqa.str_to_num("const_m1") == -1.0 and finqa.str_to_num("const_100") == 100.0
+    assert finqa.str_to_num("abc") is None
+
+
+def test_finqa_loader_and_scorer_on_fixture(tmp_path, monkeypatch):
+    (tmp_path / "finqa").mkdir()
+    shutil.copy(FIXTURE, tmp_path / "finqa" / "test.json")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path))
+    b = build_benchmark(_cfg("finqa"))
+    problems, info = b.load()
+    assert [p.id for p in problems] == ["finqa/FIXTURE/2015/page_10.pdf-1", "finqa/FIXTURE/2015/page_10.pdf-2",
+                                        "finqa/FIXTURE/2015/page_42.pdf-1"]
+    assert "net revenue | $ 5829 | $ 5735" in b.render(problems[0]) and "program" in b.hidden()
+    p1, p2, p3 = problems
+    assert _score(b, "Program: subtract(5829, 5735), divide(#0, 5735)", p1).value == 1.0
+    assert _score(b, "Answer: 0.01639", p1).value == 1.0
+    s = _score(b, "The change is about 1.64%.\nAnswer: 1.64%", p1)  # 0.0164 != 0.01639 under the official rule
+    assert s.value == 0.0 and s.details["verdicts"] == {"official": False, "tolerant": True}
+    tol = build_benchmark(_cfg("finqa", numeric_match="tolerant"))
+    assert _score(tol, "Answer: 1.64%", p1).value == 1.0
+    assert _score(b, "... so the average is 1150", p2).details["rule"] == "last-number"
+    assert _score(b, "... so the average is 1150", p2).value == 1.0
+    assert _score(b, "Answer: yes", p3).value == 1.0 and _score(b, "Answer: no", p3).value == 0.0
+    bad = _score(b, "Program: table_max(missing, none)", p2)
+    assert bad.value == 0.0 and "program_error" in bad.details
+
+
+def test_finqa_missing_file_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="make data"):
+        build_benchmark(_cfg("finqa")).load()
+
+
+# ---- MATH L5 and HumanEval DyFlow splits -----------------------------------------------------------
+def test_math_l5_and_humaneval_dyflow_splits():
+    _needs("math/math_test_full.jsonl", "humaneval/HumanEval.jsonl")
+    tr, _ = build_benchmark(_cfg("math_l5", split="train")).load()
+    te, _ = build_benchmark(_cfg("math_l5", split="test")).load()
+    al, _ = build_benchmark(_cfg("math_l5", split="all")).load()
+    assert (len(tr), len(te), len(al)) == (84, 250, 605)
+    assert {p.fields["level"] for p in al} == {"Level 5"} and not {p.id for p in tr} & {p.id for p in te}
+    import yaml
+
+    he = {**yaml.safe_load((ROOT / "configs/benchmark/humaneval.yaml").read_text()), **_cfg("humaneval_dyflow")}
+    sizes = {s: len(build_benchmark({**he, "split": s}).load()[0]) for s in ("train", "test", "full")}
+    assert sizes == {"train": 55, "test": 109, "full": 164}
