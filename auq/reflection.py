@@ -35,6 +35,7 @@ class Candidate:
     confidence_status: str
     explanation: str | None
     raw: str = ""
+    think: str | None = None
     phase: str = "system1"       # system1 | reflect | expand
     path: int = -1
     depth: int = 0               # 0: the path's first sample; 1..D: refinements
