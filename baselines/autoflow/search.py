@@ -59,6 +59,7 @@ class Evaluation:
     predictions: list[dict[str, Any]]
     cost: dict[str, Any]
     run_dir: str
+    questions: dict[str, str] = field(default_factory=dict)  # id -> the task text the workflow saw
 
 
 @dataclass
@@ -87,6 +88,9 @@ class SearchContext:
         self._cache: ResponseCache | None = None
         self._ledger: LedgerFile | None = None
         self._calls: CallLog | None = None
+        from harness.benchmark import build_benchmark
+
+        self.domain = build_benchmark(spec.benchmark_cfg).domain  # math | code | qa | ...
         self.roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg, list(SEARCH_ROLES))
         self.role_info: dict[str, Any] = {}
         self._backbones: dict[str, Any] = {}
@@ -141,14 +145,17 @@ class SearchContext:
                        limit: int | None = None) -> Evaluation:
         """Run ``method_cfg`` on the validate split as an ordinary harness run under ``evals/<tag>``."""
         spec = self._eval_spec(method_cfg, tag, self.seed if seed is None else seed, limit)
-        metrics = await Runner(spec, backbone=self._backbone, servers=self._servers).run()
+        runner = Runner(spec, backbone=self._backbone, servers=self._servers)
+        metrics = await runner.run()
+        problems = getattr(runner, "_problems", {}) or {}
+        questions = {pid: runner.benchmark.render(p) for pid, p in problems.items()}
         preds = list({r["id"]: r for r in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}.values())
         if not metrics.get("complete"):
             first = metrics.get("first_error") or {}
             raise SearchIncomplete(f"validate run {spec.out_dir} is incomplete ({metrics.get('n_errors', 0)} "
                                    f"errors; first: {first.get('error')}); re-run the same search command to resume")
         return Evaluation(score=float(metrics["score"]), n=int(metrics["n"]), predictions=preds,
-                          cost=metrics.get("by_role") or {}, run_dir=str(spec.out_dir))
+                          cost=metrics.get("by_role") or {}, run_dir=str(spec.out_dir), questions=questions)
 
     def _eval_spec(self, method_cfg: dict[str, Any], tag: str, seed: int, limit: int | None) -> RunSpec:
         s = self.spec

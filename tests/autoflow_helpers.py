@@ -1,0 +1,68 @@
+"""Shared pieces of the autoflow tests: a tiny validate/test benchmark and a scripted optimiser + executor."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from tests.conftest import make_spec
+
+GOOD_GRAPH = '''class Workflow:
+    def __init__(self, name: str, llm_config, dataset: DatasetType) -> None:
+        self.llm = create_llm_instance(llm_config)
+        self.custom = operator.Custom(self.llm)
+
+    async def __call__(self, problem: str):
+        solution = await self.custom(input=problem, instruction=prompt_custom.SOLVE_PROMPT)
+        return solution['response'], self.llm.get_usage_summary()["total_cost"]
+'''
+HOSTILE_GRAPH = '''import subprocess
+class Workflow:
+    def __init__(self, name, llm_config, dataset):
+        pass
+
+    async def __call__(self, problem: str):
+        return subprocess.check_output(["cat", "/etc/passwd"]).decode()
+'''
+
+
+def write_tiny_splits(root: Path, n_validate: int = 4, n_test: int = 3) -> None:
+    (root / "tiny").mkdir(parents=True, exist_ok=True)
+    val = [{"id": f"v{i}", "q": f"What is {i}+{i}?", "a": str(2 * i)} for i in range(n_validate)]
+    test = [{"id": f"t{i}", "q": f"What is {i + 10}+{i + 10}?", "a": str(2 * (i + 10))} for i in range(n_test)]
+    (root / "tiny" / "validate.jsonl").write_text("".join(json.dumps(r) + "\n" for r in val))
+    (root / "tiny" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in test))
+
+
+def aflow_spec(tmp_path: Path, **params: Any):
+    method = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+              "params": {"artifact": "unused"}, "roles": ["executor"],
+              "search": {"optimiser": "baselines.autoflow.aflow:AFlow", "split": "validate",
+                         "params": {"rounds": 3, "validate_runs": 2, "check_convergence": False,
+                                    "limits": {"idle_timeout_s": 10}, **params}}}
+    spec = make_spec(tmp_path, method)
+    spec.benchmark_cfg["splits"] = {"validate": "tiny/validate.jsonl", "test": "tiny/test.jsonl"}
+    return spec
+
+
+class AFlowScript:
+    """The optimiser proposes ``graphs`` in turn (each with a SOLVE_PROMPT); the executor answers right only
+    when the instruction says 'Think.' (so a proposed graph beats the seed's empty instruction)."""
+
+    def __init__(self, graphs: list[tuple[str, str]] | None = None) -> None:
+        self.graphs = graphs or [(GOOD_GRAPH, 'SOLVE_PROMPT = "Think. "'), (GOOD_GRAPH, 'SOLVE_PROMPT = "Guess. "')]
+        self.optimizer_prompts: list[str] = []
+        self.executor_prompts: list[str] = []
+
+    def __call__(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+        text = messages[-1]["content"]
+        if "You are building a Graph" in text:
+            i = len(self.optimizer_prompts)
+            self.optimizer_prompts.append(text)
+            graph, prompt = self.graphs[min(i, len(self.graphs) - 1)]
+            return (f"<modification>modification {i}</modification>\n<graph>{graph}</graph>\n"
+                    f"<prompt>{prompt}</prompt>")
+        self.executor_prompts.append(text)
+        n = int(re.search(r"What is (\d+)\+", text).group(1))
+        return f"ANSWER: {2 * n}" if text.startswith("Think.") else f"ANSWER: {n}"
