@@ -198,7 +198,8 @@ class OpenAICompatibleBackbone:
                  supports_n: bool = True, retry: RetryPolicy | None = None,
                  extra_identity: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
                  cache_identity: dict[str, Any] | None = None, seed: int = 0,
-                 adapters: dict[str, dict[str, Any]] | None = None, max_n: int | None = None) -> None:
+                 adapters: dict[str, dict[str, Any]] | None = None, max_n: int | None = None,
+                 http_library: str = "auto") -> None:
         from openai import AsyncOpenAI
 
         self.name = name
@@ -218,7 +219,7 @@ class OpenAICompatibleBackbone:
         from harness.transport import LeanPost  # core-B: openai's auth and errors without its per-request cost
 
         self._client = LeanPost(AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                            timeout=self.retry.timeout_s))
+                                            timeout=self.retry.timeout_s), library=http_library)
 
     def identity(self) -> dict[str, Any]:
         """Everything known about the model, for meta.json."""

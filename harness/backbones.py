@@ -40,7 +40,7 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         supports_n=bool(cfg.get("supports_n", True)),
                                         retry=RetryPolicy(**(cfg.get("retry") or {})), seed=seed,
                                         extra_identity={"base_url": cfg.get("base_url")}, adapters=adapters,
-                                        **common)
+                                        http_library=str(cfg.get("http_library", "auto")), **common)
     if kind == "embedded":
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.local_server.ServerPool)")
@@ -83,6 +83,7 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
                                         supports_n=False, retry=retry, seed=seed,
                                         extra_identity={"gguf": identity, "server": {"impl": "python"}},
                                         cache_identity={"gguf_sha256": identity.get("sha256")},
+                                        http_library=str(cfg.get("http_library", "auto")),
                                         **{**common, "max_concurrency": 1})  # more would only queue there
     adapters = {n: adapter_identity(a, served_base_sha256=identity.get("sha256")) for n, a in specs.items()}
     lora_ids = await asyncio.to_thread(_match_lora_ids, base_url, specs, name) if specs else {}
@@ -92,7 +93,8 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
                                extra_identity={"gguf": identity, "server": server_id},
                                # batched decoding is not bitwise reproducible: parallel is part of the key
                                cache_identity={"gguf_sha256": identity.get("sha256"), "server": server_id},
-                               adapters=adapters, lora_ids=lora_ids, **common)
+                               adapters=adapters, lora_ids=lora_ids,
+                               http_library=str(cfg.get("http_library", "auto")), **common)
 
 
 def _match_lora_ids(base_url: str, specs: dict[str, Any], name: str) -> dict[str, int]:

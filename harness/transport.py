@@ -14,15 +14,26 @@ import importlib
 from typing import Any
 
 
-class LeanPost:
-    """``post(path_or_url, body=..., cast_to=...)`` → the raw response (2xx), else an ``openai`` error."""
+HTTP_LIBRARIES = ("auto", "httpx2", "httpx")
 
-    def __init__(self, client: Any) -> None:
+
+class LeanPost:
+    """``post(path_or_url, body=..., cast_to=...)`` → the raw response (2xx), else an ``openai`` error.
+
+    ``library`` (backbone option ``http_library``): ``auto`` sends with the library the ``openai`` client
+    uses (``httpx2`` in recent releases); ``httpx`` or ``httpx2`` pick one explicitly. Both speak the same
+    API; which is faster depends on the machine and its load (``bench/overhead.py`` measures both).
+    """
+
+    def __init__(self, client: Any, library: str = "auto") -> None:
         import openai
 
+        if library not in HTTP_LIBRARIES:
+            raise ValueError(f"http_library={library!r} is not one of {HTTP_LIBRARIES}")
         self._openai = openai
         self._client = client  # kept for its error factory and closed with us
-        http = _http_module(client)
+        http = _http_module(client) if library == "auto" else importlib.import_module(library)
+        self.library = http.__name__
         headers = {k: v for k, v in dict(client.default_headers).items() if isinstance(v, str)}
         if client.api_key:
             headers["Authorization"] = f"Bearer {client.api_key}"

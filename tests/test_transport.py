@@ -13,13 +13,17 @@ from tests.fault_server import FaultServer
 BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "What is 1+1?"}]}
 
 
-def lean(url: str, timeout: float = 5.0) -> LeanPost:
-    return LeanPost(openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout))
+def lean(url: str, timeout: float = 5.0, library: str = "auto") -> LeanPost:
+    return LeanPost(openai.AsyncOpenAI(base_url=url, api_key="sk-test", max_retries=0, timeout=timeout),
+                    library=library)
 
 
-def test_status_timeout_and_connection_errors_are_openai_errors():
+@pytest.mark.parametrize("library", ["auto", "httpx"])
+def test_status_timeout_and_connection_errors_are_openai_errors(library):
+    """Whichever HTTP library sends (backbone option http_library), the errors are openai's."""
     async def main(url):
-        c = lean(url, timeout=0.5)
+        c = lean(url, timeout=0.5, library=library)
+        assert c.library == ("httpx" if library == "httpx" else c.library)
         try:
             ok = (await c.post("/chat/completions", body=BODY)).json()
             srv.fail_all = "429"
@@ -47,7 +51,7 @@ def test_status_timeout_and_connection_errors_are_openai_errors():
         port = s.getsockname()[1]
 
     async def dead():
-        c = lean(f"http://127.0.0.1:{port}/v1")
+        c = lean(f"http://127.0.0.1:{port}/v1", library=library)
         try:
             await c.post("/chat/completions", body=BODY)
         finally:
@@ -64,3 +68,8 @@ def test_the_key_and_organisation_are_sent():
     seen.update(c._http.headers)
     asyncio.run(c.close())
     assert seen["authorization"] == "Bearer sk-abc" and seen["openai-organization"] == "org-1"
+
+
+def test_an_unknown_http_library_is_refused_by_name():
+    with pytest.raises(ValueError, match="http_library='requests'"):
+        lean("http://127.0.0.1:1/v1", library="requests")
