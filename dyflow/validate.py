@@ -1,0 +1,182 @@
+"""Reading the designer's reply into a :class:`~dyflow.schema.StageGraph`, and the stage rules.
+
+Order per attempt (issue 11 §1): parse the JSON the way the release does (```json fences,
+``<stage_design>`` tags, balanced braces, the whole text); if that or the schema fails, repair the text
+once with json-repair and validate again; if it still fails, or a context rule fails (which no repair
+can fix), the designer is re-asked with the error (:mod:`dyflow.designer`).
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from dyflow.schema import ORIGINAL_PROBLEM, TEMPLATES, TERMINAL_TEMPLATES, StageGraph
+
+_FENCE_JSON = re.compile(r"```json\s*([\s\S]*?)\s*```")
+_FENCE_ANY = re.compile(r"```[a-zA-Z]*\s*([\s\S]*?)\s*```")
+_TAGS = re.compile(r"<stage_design>([\s\S]*?)</stage_design>")
+
+
+class StageError(ValueError):
+    """A designer reply that cannot be used; the message is what the re-ask shows the designer."""
+
+
+def _balanced_objects(text: str) -> list[str]:
+    """Top-level ``{...}`` spans (braces inside JSON strings respected)."""
+    out, depth, start, in_str, esc = [], 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"' and depth > 0:
+            in_str = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                out.append(text[start:i + 1])
+    return out
+
+
+def candidates(text: str) -> list[str]:
+    """Texts that may hold the stage, most specific first (the release's order)."""
+    out = [m for m in _FENCE_JSON.findall(text)]
+    for tag in _TAGS.findall(text):
+        out += _FENCE_JSON.findall(tag) + _balanced_objects(tag)
+    out += _balanced_objects(text)
+    out += _FENCE_ANY.findall(text)
+    out.append(text.strip())
+    seen, uniq = set(), []
+    for c in out:
+        if c and c not in seen:
+            seen.add(c)
+            uniq.append(c)
+    return uniq
+
+
+def _strict(text: str) -> StageGraph:
+    """The first candidate that is JSON and a valid stage; else the error of the first JSON one."""
+    first_error: str | None = None
+    for c in candidates(text):
+        try:
+            obj = json.loads(c)
+        except (json.JSONDecodeError, ValueError):
+            continue
+        if not isinstance(obj, (dict, list)):
+            continue
+        try:
+            return StageGraph.from_designer(obj)
+        except (ValidationError, ValueError) as exc:
+            first_error = first_error or _schema_error(exc)
+    raise StageError(first_error or "the reply holds no valid JSON object")
+
+
+def _repaired(text: str) -> Any:
+    """json-repair's reading of the most likely span: a fenced block, else from the first '{' on
+    (a reply cut off at max_tokens has no closing brace)."""
+    from json_repair import repair_json
+
+    fenced = _FENCE_JSON.findall(text) or _FENCE_ANY.findall(text)
+    span = fenced[0] if fenced else (text[text.find("{"):] if "{" in text else text)
+    obj = repair_json(span, return_objects=True)
+    if not isinstance(obj, (dict, list)) or not obj:
+        raise StageError("json-repair found no JSON object in the reply")
+    return obj
+
+
+def _schema_error(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        parts = []
+        for e in exc.errors()[:6]:
+            loc = ".".join(str(x) for x in e.get("loc", ()))
+            parts.append(f"{loc or 'stage'}: {e.get('msg')}")
+        return "the stage does not match the schema: " + "; ".join(parts)
+    return str(exc)
+
+
+def read_stage(text: str, *, repair: bool) -> tuple[StageGraph, str, str | None]:
+    """(stage, status, error of the strict reading) where status is ``valid`` or ``repaired``.
+
+    Raises :class:`StageError` with the error of the strict reading (and of the repair) otherwise.
+    """
+    strict_error: str
+    try:
+        return _strict(text), "valid", None
+    except (StageError, ValidationError, ValueError) as exc:
+        strict_error = _schema_error(exc)
+    if not repair:
+        raise StageError(strict_error)
+    try:
+        return StageGraph.from_designer(_repaired(text)), "repaired", strict_error
+    except (StageError, ValidationError, ValueError) as exc:
+        err = StageError(strict_error)
+        err.repair_error = _schema_error(exc)   # type: ignore[attr-defined]
+        raise err from None
+
+
+@dataclass
+class StageRules:
+    """What a stage must satisfy in the current state (the release's Design Rules as checks)."""
+
+    memory_keys: tuple[str, ...]       # keys of 𝓜 so far
+    stage_number: int                  # 1-based number this stage will have
+    organize_alone: bool = True
+    allow_mixed_terminal: bool = False  # the forced-termination stage and single-stage mode
+    require_terminal: bool = False      # single-stage mode
+    first_stage_needs_problem: bool = True
+    unknown_template: str = "error"     # error | default
+
+
+def check_stage(stage: StageGraph, rules: StageRules) -> list[str]:
+    """Every violated rule, as a message the designer can act on; fixes ``unknown_template=default``
+    in place (the release runs unknown types with the DEFAULT prompt)."""
+    errors: list[str] = []
+    for op in stage.operators:
+        if op.template not in TEMPLATES:
+            if rules.unknown_template == "default":
+                op.template = "DEFAULT"
+            else:
+                errors.append(f"{op.operator_id}: unknown instruction_type {op.template!r}; use one of "
+                              f"{', '.join(TEMPLATES)}")
+    outs = [op.output_key for op in stage.operators if op.output_key]
+    dup = sorted({k for k in outs if outs.count(k) > 1})
+    if dup:
+        errors.append(f"output_key(s) {dup} are used by more than one operator of this stage")
+    if ORIGINAL_PROBLEM in outs:
+        errors.append(f"'{ORIGINAL_PROBLEM}' is reserved for the problem and cannot be an output_key")
+    available = set(rules.memory_keys) | {ORIGINAL_PROBLEM}
+    for op in stage.operators:
+        own = {o.output_key for o in stage.operators if o is not op and o.output_key}
+        missing = [k for k in op.input_keys if k not in available and k not in own]
+        if missing:
+            errors.append(f"{op.operator_id}: input_keys {missing} do not exist; available keys: "
+                          f"{', '.join(sorted(available))}" + (f" and this stage's {', '.join(sorted(own))}"
+                                                                  if own else ""))
+        if op.template == "TEST_CODE" and not op.input_keys:
+            errors.append(f"{op.operator_id}: TEST_CODE needs the key of the solution to test in input_keys")
+    try:
+        stage.topological_order()
+    except ValueError as exc:
+        errors.append(str(exc))
+    terminal = [op for op in stage.operators if op.template in TERMINAL_TEMPLATES]
+    if terminal and len(stage.operators) > 1 and rules.organize_alone and not rules.allow_mixed_terminal:
+        errors.append("NEVER mix ORGANIZE_SOLUTION with other operators in the same stage: put it alone in a "
+                      "new stage once the solution is validated")
+    if rules.require_terminal and not terminal:
+        errors.append("the stage must end with ORGANIZE_SOLUTION")
+    if rules.stage_number == 1 and rules.first_stage_needs_problem and \
+            not any(ORIGINAL_PROBLEM in op.input_keys for op in stage.operators):
+        errors.append("on the first stage at least one operator must have 'original_problem' in input_keys")
+    return errors

@@ -1,0 +1,359 @@
+"""DyFlow (dyflow/): Algorithm 1 with the scripted double — stage validation, repair and re-ask, memory keys,
+termination rules, T_max, the loop guard, each ablation's control flow — and the schema round trip."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pytest
+
+from dyflow import prompts as P
+from dyflow.config import Options
+from dyflow.schema import StageGraph, stage_from_trace
+from dyflow.validate import StageError, StageRules, check_stage, read_stage
+from tests.conftest import make_spec, run
+from tests.doubles import ScriptedBackbone
+
+ROLES = ["designer", "executor", "summarizer"]
+
+
+def stage_json(n: int, ops: list[tuple[str, list[str], str]], **extra: Any) -> str:
+    return json.dumps({"stage_id": f"stage_{n}", "stage_description": f"stage {n}", "operators": [
+        {"operator_id": f"op_{n}_{i + 1}", "operator_description": f"{t.lower()} op",
+         "params": {"instruction_type": t, "input_keys": k, "output_key": o, "input_usage": f"use {k}"}}
+        for i, (t, k, o) in enumerate(ops)], **extra})
+
+
+def is_designer(messages: list[dict[str, str]]) -> bool:
+    return "workflow stage designer" in messages[0]["content"]
+
+
+def stage_count(messages: list[dict[str, str]]) -> int:
+    """How many stages the designer's summary lists."""
+    return len(re.findall(r"^Stage \d+:", messages[0]["content"], re.M))
+
+
+def executor_answer(prompt: str) -> str:
+    if "careful reviewer" in prompt:
+        return "Review Details: checked\nOverall Verdict: accept"
+    if "impartial adjudicator" in prompt:
+        return '{"selected_index": 2, "justification": "majority", "confidence": 0.9}'
+    m = re.search(r"What is (\d+)\+(\d+)\?", prompt)
+    return f"Reasoning... ANSWER: {int(m.group(1)) + int(m.group(2))}" if m else "ANSWER: ?"
+
+
+class Script:
+    """Designer replies by planning step (``designs[i]`` is a list of replies for its attempts);
+    summariser and executor answer from the prompt. Records every call."""
+
+    def __init__(self, designs: list[list[str]] | None = None, *, designer: Any = None) -> None:
+        self.designs = designs or []
+        self.designer = designer
+        self.design_prompts: list[list[dict[str, str]]] = []
+        self.prompts: list[str] = []
+
+    def __call__(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+        p = messages[-1]["content"]
+        self.prompts.append(p)
+        if is_designer(messages):
+            self.design_prompts.append(messages)
+            if self.designer is not None:
+                return self.designer(messages, sampling)
+            step = stage_count(messages)
+            attempt = sum(1 for m in messages if m["role"] == "assistant")
+            replies = self.designs[min(step, len(self.designs) - 1)]
+            return replies[min(attempt, len(replies) - 1)]
+        if "summarizing a workflow stage" in p:
+            return "- Stage goal: work\n- Actions executed: ok"
+        return executor_answer(p)
+
+
+def run_dyflow(tmp_path, script: Script, *, params: dict[str, Any] | None = None, limit: int = 1,
+               roles: list[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], ScriptedBackbone]:
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": roles or ROLES,
+              "params": dict(params or {})}
+    spec = make_spec(tmp_path, method, limit=limit)
+    bb = ScriptedBackbone(script)
+    metrics = run(spec, bb)
+    preds = [json.loads(line) for line in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
+    return metrics, preds, bb
+
+
+SOLVE = stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "act_1"),
+                       ("REVIEW_SOLUTION", ["original_problem", "act_1"], "act_2")])
+ORGANIZE = stage_json(2, [("ORGANIZE_SOLUTION", ["original_problem", "act_1"], "act_3")])
+
+
+# ---- schema ---------------------------------------------------------------------------------------
+def test_schema_round_trip_and_topological_order():
+    raw = stage_json(1, [("REVIEW_SOLUTION", ["act_1"], "act_2"), ("generate answer", ["original_problem"], "act_1")])
+    g = StageGraph.from_designer(json.loads(raw))
+    assert g.templates == ["REVIEW_SOLUTION", "GENERATE_ANSWER"]          # names normalised
+    assert [o.operator_id for o in g.topological_order()] == ["op_1_2", "op_1_1"]  # data flow first
+    assert g.operators[1].instruction == "use ['original_problem']"       # φ = params.input_usage
+    assert StageGraph.from_designer(g.to_designer()) == g
+    assert StageGraph.model_validate(g.model_dump(mode="json")) == g
+    cyc = StageGraph.from_designer(json.loads(stage_json(1, [("DEFAULT", ["act_2"], "act_1"),
+                                                             ("DEFAULT", ["act_1"], "act_2")])))
+    with pytest.raises(ValueError, match="cycle"):
+        cyc.topological_order()
+
+
+# ---- validation and repair ------------------------------------------------------------------------
+def test_read_stage_strict_repaired_invalid():
+    assert read_stage("Plan:\n```json\n" + SOLVE + "\n```", repair=True)[1] == "valid"
+    cut = SOLVE[:-40]                                       # cut off at max_tokens
+    with pytest.raises(StageError):
+        read_stage(cut, repair=False)
+    g, status, err = read_stage(cut, repair=True)
+    assert status == "repaired" and err and g.operators[0].template == "GENERATE_ANSWER"
+    with pytest.raises(StageError, match="no valid JSON") as ei:
+        read_stage("I will solve it directly: 4", repair=True)
+    assert ei.value.repair_error
+    with pytest.raises(StageError, match="operators"):
+        read_stage('{"stage_id": "stage_1", "stage_description": "x", "operators": []}', repair=True)
+
+
+def test_check_stage_rules():
+    g = StageGraph.from_designer(json.loads(SOLVE))
+    assert check_stage(g, StageRules(memory_keys=(), stage_number=1)) == []
+    bad = StageGraph.from_designer(json.loads(stage_json(2, [("GENERATE_ANSWER", ["act_7"], "act_3")])))
+    errs = check_stage(bad, StageRules(memory_keys=("act_1",), stage_number=2))
+    assert any("['act_7'] do not exist" in e and "act_1" in e for e in errs)
+    mixed = StageGraph.from_designer(json.loads(stage_json(2, [("GENERATE_ANSWER", ["original_problem"], "act_3"),
+                                                               ("ORGANIZE_SOLUTION", ["act_3"], "act_4")])))
+    assert any("NEVER mix" in e for e in check_stage(mixed, StageRules(memory_keys=(), stage_number=2)))
+    assert check_stage(mixed, StageRules(memory_keys=(), stage_number=7, allow_mixed_terminal=True)) == []
+    nop = StageGraph.from_designer(json.loads(stage_json(1, [("GENERATE_PLAN", [], "act_1")])))
+    assert any("original_problem" in e for e in check_stage(nop, StageRules(memory_keys=(), stage_number=1)))
+    unk = StageGraph.from_designer(json.loads(stage_json(1, [("SOLVE_IT", ["original_problem"], "act_1")])))
+    assert any("unknown instruction_type" in e for e in check_stage(unk, StageRules(memory_keys=(), stage_number=1)))
+    assert check_stage(unk, StageRules(memory_keys=(), stage_number=1, unknown_template="default")) == []
+    assert unk.operators[0].template == "DEFAULT"
+    dup = StageGraph.from_designer(json.loads(stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "act_1"),
+                                                             ("GENERATE_PLAN", ["original_problem"], "act_1")])))
+    assert any("more than one operator" in e for e in check_stage(dup, StageRules(memory_keys=(), stage_number=1)))
+
+
+def test_options_refuse_unknown_and_bad_values():
+    with pytest.raises(ValueError, match="unknown DyFlow option"):
+        Options.build({"t_maxx": 3})
+    with pytest.raises(ValueError, match="variant"):
+        Options.build({"variant": "wo_everything"})
+    with pytest.raises(ValueError, match="temperatures"):
+        Options.build({"temperatures": "hot"})
+    assert Options.build({"temperatures": "release"}).designer_temperature == 0.1
+    assert Options.build({}).designer_temperature == Options.build({}).executor_temperature == 0.01
+
+
+# ---- Algorithm 1 through the runner ----------------------------------------------------------------
+def test_full_loop_roles_memory_trace(tmp_path, tiny_data):
+    script = Script([[SOLVE], [ORGANIZE]])
+    metrics, preds, bb = run_dyflow(tmp_path, script, limit=2)
+    assert metrics["score"] == 1.0 and metrics["n"] == 2
+    tr = preds[0]["trace"]
+    assert tr["terminated_by"] == "organize" and tr["n_stages"] == 2 and tr["final_key"] == "act_3"
+    assert set(tr["memory"]) == {"act_1", "act_2", "act_3"}
+    assert tr["operators_used"] == ["GENERATE_ANSWER", "REVIEW_SOLUTION", "ORGANIZE_SOLUTION"]
+    s0, s1 = tr["stages"]
+    # interface 1: the fields dyflow-train reads
+    for rec in (s0, s1):
+        assert {"summary", "designer_messages", "designer_output", "stage", "outputs"} <= set(rec)
+        assert stage_from_trace(rec) is not None
+    assert s0["summary"] == P.FIRST_STAGE_SUMMARY
+    assert s1["summary"].startswith("Stage 1:\n- Stage goal: work")
+    assert s0["designer_messages"][0]["content"].count("What is 0+0?") == 1
+    assert s0["executed"][1]["verdict"] == "accept"
+    assert s0["outputs"]["act_1"].endswith("ANSWER: 0")
+    # the executor saw exactly its input keys, in the released context format
+    review = next(p for p in script.prompts if "careful reviewer" in p)
+    assert "original_problem's Context:\nWhat is 0+0?" in review and "act_1's Context:\nReasoning..." in review
+    assert "Input Usage:\nuse ['original_problem', 'act_1']" in review
+    # every role attributed in the ledger
+    by_role = metrics["by_role"]
+    assert by_role["designer"]["calls"] == 4 and by_role["summarizer"]["calls"] == 2
+    assert by_role["executor"]["calls"] == 6
+    calls = [json.loads(line) for line in (tmp_path / "results").rglob("calls.jsonl").__next__().read_text().splitlines()]
+    stages = {c["stage"] for c in calls}
+    assert {"design", "summarize", "op:GENERATE_ANSWER", "op:REVIEW_SOLUTION", "op:ORGANIZE_SOLUTION"} <= stages
+    # D.3: designer and executor at temperature 0.01 (the summariser too)
+    assert {s["temperature"] for m, s, n in bb.requests} == {0.01}
+
+
+def test_repair_then_reask_every_attempt_recorded(tmp_path, tiny_data):
+    bad_key = stage_json(1, [("GENERATE_ANSWER", ["act_9"], "act_1")])
+    script = Script([[SOLVE[:-30]], ["no json here", bad_key, SOLVE], [ORGANIZE]])
+    # step 0: truncated JSON -> repaired; step 1: invalid, invalid (context), then valid
+    script.designs[1] = ["no json here", bad_key, ORGANIZE]
+    _, preds, _ = run_dyflow(tmp_path, script)
+    tr = preds[0]["trace"]
+    s0, s1 = tr["stages"]
+    assert [a["status"] for a in s0["attempts"]] == ["repaired"]
+    assert [a["status"] for a in s1["attempts"]] == ["invalid", "invalid", "valid"]
+    assert [a["kind"] for a in s1["attempts"]] == ["first", "reask", "reask"]
+    assert "no valid JSON" in s1["attempts"][0]["error"]
+    assert "['act_9'] do not exist" in s1["attempts"][1]["error"]
+    reask = s1["attempts"][2]["messages"]
+    assert reask[-2] == {"role": "assistant", "content": bad_key}
+    assert reask[-1]["content"].startswith("Your stage design could not be used:") and "act_9" in reask[-1]["content"]
+    assert s1["designer_messages"] == reask and s1["designer_output"] == ORGANIZE
+    assert tr["designer_calls"] == 4 and tr["terminated_by"] == "organize"
+
+
+def test_design_failure_is_recorded_and_bounded(tmp_path, tiny_data):
+    script = Script(designer=lambda m, s: "I refuse to output JSON")
+    metrics, preds, bb = run_dyflow(tmp_path, script, params={"t_max": 2, "max_reasks": 1})
+    tr = preds[0]["trace"]
+    assert preds[0]["status"] == "ok" and metrics["score"] == 0.0     # a scored method failure, not an error
+    assert tr["terminated_by"] == "t_max" and tr["n_stages"] == 0
+    assert [r["status"] for r in tr["stages"]] == ["design_failed", "design_failed"]
+    assert all(len(r["attempts"]) == 2 and r["stage"] is None for r in tr["stages"])
+    assert tr["designer_calls"] == 4 and tr["method_failure"] == "no stage could be designed"
+    assert "planning step 1: no valid stage" in tr["stages"][1]["summary"]    # errors reach z_t
+
+
+def test_t_max_and_last_output_answer(tmp_path, tiny_data):
+    gen = stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "")])   # empty key: a fresh one
+    script = Script(designer=lambda m, s: gen.replace("stage_1", f"stage_{stage_count(m) + 1}"))
+    metrics, preds, _ = run_dyflow(tmp_path, script, params={"t_max": 3})
+    tr = preds[0]["trace"]
+    assert tr["terminated_by"] == "t_max" and tr["n_stages"] == 3 and tr["final_key"] is None
+    assert sorted(tr["memory"]) == ["act_1", "act_2", "act_3"]       # Algorithm 1 line 9: unique keys
+    assert tr["answer_from"] == "last_output" and tr["answer_key"] == "act_3" and metrics["score"] == 1.0
+    _, preds2, _ = run_dyflow(tmp_path / "empty", script, params={"t_max": 3, "no_answer": "empty"})
+    assert preds2[0]["raw_output"] == "" and preds2[0]["trace"]["answer_from"] == "none"
+    assert preds2[0]["status"] == "ok" and preds2[0]["score"] == 0.0
+
+
+def test_notices_forced_termination_and_max_stages(tmp_path, tiny_data):
+    # a designer that never organizes: notices from stage 5, forced termination notice at 7, stop after 7
+    def designer(m, s):
+        n = stage_count(m) + 1
+        return stage_json(n, [("GENERATE_ANSWER", ["original_problem"], f"act_{n}")])
+    script = Script(designer=designer)
+    _, preds, _ = run_dyflow(tmp_path, script, params={"t_max": 10})
+    tr = preds[0]["trace"]
+    assert tr["n_stages"] == 7 and tr["terminated_by"] == "max_stages"
+    notices = [r["notice"] for r in tr["stages"]]
+    assert notices[:4] == [None] * 4
+    assert notices[4].startswith("\n\nConstraint: This will be stage 5.") and notices[5].startswith("\n\nConstraint")
+    assert notices[6].startswith("\n\nTermination Required: This is stage 7.")
+    assert script.design_prompts[6][0]["content"].endswith(notices[6])
+    # at the forced stage ORGANIZE_SOLUTION may follow other operators (the release's notice asks for it)
+    def designer2(m, s):
+        n = stage_count(m) + 1
+        if n < 7:
+            return stage_json(n, [("GENERATE_ANSWER", ["original_problem"], f"act_{n}")])
+        return stage_json(7, [("SELF_CONSISTENCY_ENSEMBLE", ["original_problem"], "act_7"),
+                              ("ORGANIZE_SOLUTION", ["act_7"], "act_8")])
+    _, preds, _ = run_dyflow(tmp_path / "b", Script(designer=designer2), params={"t_max": 10})
+    tr = preds[0]["trace"]
+    assert tr["terminated_by"] == "organize" and tr["n_stages"] == 7
+    ens = tr["stages"][6]["executed"][0]
+    assert len(ens["samples"]) == 5 and ens["selected_index"] == 1 and ens["selection_method"] == "llm_majority_selection"
+
+
+def test_loop_guard_warning_after_three_review_stages(tmp_path, tiny_data):
+    def designer(m, s):
+        n = stage_count(m) + 1
+        if n == 1:
+            return SOLVE
+        if n <= 3:
+            return stage_json(n, [("REVIEW_SOLUTION", ["original_problem", "act_1"], f"act_r{n}")])
+        return stage_json(n, [("ORGANIZE_SOLUTION", ["act_1"], "act_final")])
+    script = Script(designer=designer)
+    _, preds, _ = run_dyflow(tmp_path, script)
+    tr = preds[0]["trace"]
+    warnings = [r["loop_warning"] for r in tr["stages"]]
+    assert warnings == [None, None, None, P.LOOP_WARNING]
+    assert script.design_prompts[3][0]["content"].endswith(P.LOOP_WARNING)
+    _, preds, _ = run_dyflow(tmp_path / "off", Script(designer=designer), params={"loop_guard": 0})
+    assert all(r["loop_warning"] is None for r in preds[0]["trace"]["stages"])
+
+
+def test_ensemble_fallback_and_distinct_samples(tmp_path, tiny_data):
+    seen: list[dict[str, Any]] = []
+
+    def script_fn(messages, sampling):
+        p = messages[-1]["content"]
+        if is_designer(messages):
+            return stage_json(1, [("ENSEMBLE", ["original_problem"], "act_1")]) if stage_count(messages) == 0 \
+                else ORGANIZE
+        if "impartial adjudicator" in p:
+            seen.append(sampling)
+            return "I pick the best one."                          # no JSON: first sample, as released
+        if "summarizing" in p:
+            return "- Stage goal: x"
+        seen.append(sampling)
+        return executor_answer(p)
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    spec = make_spec(tmp_path / "e", method, limit=1)
+    run(spec, ScriptedBackbone(script_fn))
+    tr = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])["trace"]
+    ens = tr["stages"][0]["executed"][0]
+    assert ens["selection_method"] == "fallback_first" and ens["selected_index"] == 0
+    temps = sorted(s["temperature"] for s in seen)
+    assert temps[0] == 0.0 and temps.count(0.7) == 5
+
+
+# ---- ablations --------------------------------------------------------------------------------------
+def test_wo_dynamic_planning_one_stage_no_feedback(tmp_path, tiny_data):
+    one = stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "act_1"),
+                         ("ORGANIZE_SOLUTION", ["original_problem", "act_1"], "act_2")])
+    script = Script([[one]])
+    metrics, preds, _ = run_dyflow(tmp_path, script, params={"variant": "wo_dynamic_planning"},
+                                   roles=["designer", "executor"])
+    tr = preds[0]["trace"]
+    assert tr["variant"] == "wo_dynamic_planning" and tr["n_stages"] == 1 and tr["terminated_by"] == "organize"
+    assert len(script.design_prompts) == 1 and P.SINGLE_STAGE in script.design_prompts[0][0]["content"]
+    assert "summarizer" not in metrics["by_role"] and metrics["score"] == 1.0
+    # a single stage without ORGANIZE_SOLUTION is re-asked
+    script = Script([[SOLVE, one]])
+    _, preds, _ = run_dyflow(tmp_path / "b", script, params={"variant": "wo_dynamic_planning"},
+                             roles=["designer", "executor"])
+    att = preds[0]["trace"]["stages"][0]["attempts"]
+    assert [a["status"] for a in att] == ["invalid", "valid"] and "must end with ORGANIZE_SOLUTION" in att[0]["error"]
+
+
+def test_wo_dynamic_operator_fixed_template(tmp_path, tiny_data):
+    reviews = iter(["Overall Verdict: reject", "Overall Verdict: major_issues", "Overall Verdict: accept"])
+
+    def script_fn(messages, sampling):
+        assert not is_designer(messages)                       # no designer in the fixed template
+        p = messages[-1]["content"]
+        if "careful reviewer" in p:
+            return next(reviews)
+        return executor_answer(p)
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ["executor"],
+              "params": {"variant": "wo_dynamic_operator"}}
+    spec = make_spec(tmp_path, method, limit=1)
+    metrics = run(spec, ScriptedBackbone(script_fn))
+    tr = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])["trace"]
+    assert tr["operators_used"] == ["GENERATE_PLAN", "GENERATE_ANSWER", "REVIEW_SOLUTION",
+                                    "REFINE_ANSWER", "REVIEW_SOLUTION", "REFINE_ANSWER", "REVIEW_SOLUTION",
+                                    "ORGANIZE_SOLUTION"]
+    assert tr["terminated_by"] == "organize" and tr["designer_calls"] == 0 and metrics["score"] == 1.0
+    assert set(metrics["by_role"]) == {"executor"}
+
+
+@pytest.mark.parametrize("variant,adapter", [("wo_kto", "dyplanner_sft"), ("wo_sft", "dyplanner_kto")])
+def test_designer_adapter_variants_need_their_adapter(tmp_path, tiny_data, variant, adapter):
+    """Same control flow as the full method; without the trained adapter the problem is an error (never
+    a silent run on the base designer), and the error names the adapter."""
+    script = Script([[SOLVE], [ORGANIZE]])
+    metrics, preds, _ = run_dyflow(tmp_path, script, params={"variant": variant, "designer_adapter": adapter})
+    assert preds[0]["status"] == "error" and adapter in json.dumps(preds[0])
+    assert not script.design_prompts                          # refused before any request
+
+
+def test_config_files_compose():
+    from tests.conftest import compose
+
+    for name, variant in [("dyflow", "full"), ("dyflow_wo_kto", "wo_kto"), ("dyflow_wo_sft", "wo_sft"),
+                          ("dyflow_wo_dynamic_operator", "wo_dynamic_operator"),
+                          ("dyflow_wo_dynamic_planning", "wo_dynamic_planning")]:
+        m = compose([f"method={name}"])["method"]
+        assert m["name"] == name and m["params"]["folder"] == name and m["label"] and m["deviations"]
+        opts = Options.build(m["params"])
+        assert opts.variant == variant
