@@ -554,12 +554,11 @@ format = format_answer  # noqa: A001 - AFlow's name for the operator
 
 
 async def self_refine(ctx: Any, problem: str, solution: str, *, stage: str = "SelfRefine") -> dict[str, Any]:
-    """MaAS SelfRefine: one refinement of ``solution`` (code tasks: code_fill for the entry point)."""
+    """MaAS SelfRefine: one refinement of ``solution`` (single_fill: the raw text, code tasks too)."""
     ops = Ops.of(ctx)
     text = await ops.ask(SELFREFINE_PROMPT.format(problem=problem, solution=solution), stage=stage)
-    resp = code_fill(text, ops.ctx.problem.fields.get("entry_point")) if ctx_domain(ops) == "code" else text
-    ops.record("SelfRefine", response=resp)
-    return {"response": resp}
+    ops.record("SelfRefine", response=text)
+    return {"response": text}
 
 
 async def early_stop(ctx: Any) -> dict[str, Any]:
