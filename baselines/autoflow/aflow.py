@@ -346,7 +346,7 @@ class AFlow:
             attempts.append({"attempt": attempt, "parsed": parsed is not None,
                              "duplicate": bool(parsed and parsed["modification"] in tried)})
             if parsed and parsed["modification"] not in tried:
-                parsed["graph"] = GRAPH_HEADER.format(dataset=dataset, round=r) + solve_graph(parsed["graph"])
+                parsed["graph"] = GRAPH_HEADER.format(dataset=dataset, round=r) + parsed["graph"]  # write_graph_files
                 parsed["attempts"] = attempts
                 return parsed
         return {"attempts": attempts}

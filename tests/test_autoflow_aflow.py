@@ -1,0 +1,151 @@
+"""AFlow's search loop with the scripted double: rounds, parent selection, experience, artifact, resume,
+hostile rounds, and the frozen workflow on test (baselines/autoflow/aflow.py)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+
+import pytest
+
+from baselines.autoflow import aflow
+from baselines.autoflow.artifact import load_artifact
+from baselines.autoflow.search import run_search, search_dir
+from harness.runner import Runner
+from tests.autoflow_helpers import GOOD_GRAPH, HOSTILE_GRAPH, AFlowScript, aflow_spec, write_tiny_splits
+from tests.doubles import ScriptedBackbone
+
+
+@pytest.fixture
+def tiny(tmp_path, monkeypatch):
+    write_tiny_splits(tmp_path / "data")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    return tmp_path
+
+
+def test_mixed_probabilities_are_the_released_formula():
+    p = aflow.mixed_probabilities([100.0, 25.0], alpha=0.2, lam=0.3)
+    assert p[0] == pytest.approx(0.15 + 0.7 / (1 + pytest.importorskip("math").exp(-15)))
+    assert sum(p) == pytest.approx(1.0)
+    assert aflow.mixed_probabilities([50.0, 50.0, 50.0], 0.2, 0.3) == pytest.approx([1 / 3] * 3)
+
+
+def test_top_rounds_keep_round_one_and_the_best_others():
+    means = {1: 0.1, 2: 0.9, 3: 0.5, 4: 0.7, 5: 0.95, 6: 0.2}
+    assert [x["round"] for x in aflow.top_rounds(means, 4)] == [1, 5, 2, 4]
+
+
+def test_parent_selection_follows_the_mixed_distribution():
+    items = [{"round": 1, "score": 0.5}, {"round": 2, "score": 0.6}, {"round": 3, "score": 0.4}]
+    rng = random.Random(0)
+    counts = {1: 0, 2: 0, 3: 0}
+    for _ in range(4000):
+        counts[aflow.select_parent(items, rng, 0.2, 0.3)[0]["round"]] += 1
+    _, probs = aflow.select_parent(items, random.Random(1), 0.2, 0.3)  # order: scores descending (2, 1, 3)
+    for rnd, p in zip((2, 1, 3), probs):
+        assert counts[rnd] / 4000 == pytest.approx(p, abs=0.03)
+
+
+def test_convergence_needs_consecutive_unchanged_top_k():
+    flat = [[0.5, 0.5]] * 10
+    assert aflow.converged(flat, top_k=3, z=0.0, consecutive=5)
+    rising = [[0.1 * i, 0.1 * i] for i in range(10)]
+    assert not aflow.converged(rising, top_k=3, z=0.0, consecutive=5)
+
+
+def test_parse_response_needs_graph_and_modification():
+    ok = aflow.parse_response("x <modification>m</modification><graph>```python\nclass Workflow:\n    pass\n```"
+                              "</graph><prompt>P = 1</prompt>")
+    assert ok == {"modification": "m", "graph": "class Workflow:\n    pass", "prompt": "P = 1"}
+    assert aflow.parse_response("<graph>g</graph>") is None
+
+
+def test_seed_graphs_are_the_released_round_one():
+    g, p = aflow.seed_graph("GSM8K")
+    assert 'await self.custom(input=problem, instruction="")' in g and p.startswith("# XXX_PROMPT")
+    g, _ = aflow.seed_graph("HumanEval")
+    assert "custom_code_generate(problem=problem, entry_point=entry_point" in g
+
+
+def test_search_rounds_selection_experience_and_artifact(tiny):
+    spec = aflow_spec(tiny)
+    script = AFlowScript()
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(script)))
+    hist = doc["history"]
+    assert [h["round"] for h in hist] == [1, 2, 3]
+    assert [h["mean"] for h in hist] == [0.25, 1.0, 0.25]  # seed 1/4 right; 'Think.' all; 'Guess.' 1/4
+    assert hist[1]["parent"] == 1 and hist[1]["selection_probs"] == [1.0]
+    assert hist[2]["selection_probs"] == pytest.approx([0.85, 0.15], abs=1e-5)
+    assert all(len(h["scores"]) == 2 for h in hist)  # validate_runs=2
+    # the best round is frozen; the artifact is complete and loads
+    assert doc["validate_score"] == 1.0 and doc["extra"]["best_round"] == 2
+    assert doc["workflow"]["solver"] == aflow.WORKFLOW_SOLVER
+    assert 'SOLVE_PROMPT = "Think. "' == doc["workflow"]["params"]["prompt"]
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    assert load_artifact(path)["sha256"] == doc["sha256"]
+    assert doc["executor"]["model"]["model"] == "scripted-model" and doc["optimizer"] is not None
+    cost = doc["search_cost"]["by_role"]
+    assert cost["optimizer"]["calls"] == 2 == len(script.optimizer_prompts)
+    assert cost["executor"]["calls"] == 3 * 2 * 4 == len(script.executor_prompts)
+    # experience back-propagated to the parent the optimiser saw
+    exp = doc["extra"]["experience"]
+    assert exp["1"]["success"]["2"] == {"modification": "modification 0", "score": 1.0}
+    parent_of_3 = str(hist[2]["parent"])
+    assert "3" in exp[parent_of_3]["failure"]
+    # the optimiser saw the parent's code, score and the error log of round 1 (its mismatches)
+    assert "<score>0.25</score>" in script.optimizer_prompts[0]
+    assert '"right_answer": "2"' in script.optimizer_prompts[0] or '"right_answer": "4"' in script.optimizer_prompts[0]
+    assert 'instruction=""' in script.optimizer_prompts[0]
+
+
+def test_resume_mid_search_replays_finished_rounds(tiny):
+    spec = aflow_spec(tiny)
+
+    class Dies(AFlowScript):
+        def __call__(self, messages, sampling):
+            if "You are building a Graph" in messages[-1]["content"] and len(self.optimizer_prompts) == 1:
+                raise RuntimeError("optimiser endpoint went away")
+            return super().__call__(messages, sampling)
+
+    with pytest.raises(RuntimeError):
+        asyncio.run(run_search(spec, backbone=ScriptedBackbone(Dies())))
+    state = json.loads((search_dir(spec, spec.method_cfg["search"]) / "search_state.json").read_text())
+    assert state["next_round"] == 3 and set(state["rounds"]) == {"1", "2"}
+    fresh = ScriptedBackbone(AFlowScript([(GOOD_GRAPH, 'SOLVE_PROMPT = "Guess. "')]))
+    doc = asyncio.run(run_search(spec, backbone=fresh))
+    assert [h["round"] for h in doc["history"]] == [1, 2, 3]
+    # only round 3 was asked: one optimiser call and its 2 x 4 validate problems
+    assert len(fresh.requests) == 1 + 8
+    assert doc["history"][1]["mean"] == 1.0
+
+
+def test_a_hostile_round_scores_zero_and_the_search_goes_on(tiny):
+    spec = aflow_spec(tiny, rounds=3)
+    script = AFlowScript([(HOSTILE_GRAPH, ""), (GOOD_GRAPH, 'SOLVE_PROMPT = "Think. "')])
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(script)))
+    bad = doc["history"][1]
+    assert bad["mean"] == 0.0 and bad["status"] == "workflow_failed"
+    assert all(r["workflow_failures"] == r["n"] == 4 for r in bad["runs"])
+    assert doc["history"][2]["mean"] == 1.0 and doc["extra"]["best_round"] == 3
+    run_dir = bad["runs"][0]["dir"]
+    pred = json.loads(open(f"{run_dir}/predictions.jsonl").readline())
+    assert pred["status"] == "ok" and pred["score"] == 0.0
+    assert "importing subprocess is not allowed" in pred["trace"]["workflow"]["detail"]
+
+
+def test_frozen_workflow_runs_on_test_like_any_method(tiny):
+    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    test_spec = aflow_spec(tiny)
+    test_spec.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+                            "params": {"artifact": str(path).replace("/tiny/", "/{benchmark}/")},
+                            "roles": ["executor"]}
+    test_spec.full_config["method"] = test_spec.method_cfg
+    bb = ScriptedBackbone(AFlowScript())
+    metrics = asyncio.run(Runner(test_spec, backbone=bb).run())
+    assert metrics["complete"] and metrics["n"] == 3 and metrics["score"] == 1.0
+    assert metrics["by_role"]["executor"]["calls"] == 3 and len(bb.requests) == 3
+    pred = json.loads((test_spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
+    assert pred["id"].startswith("t") and pred["trace"]["artifact"]["sha256"] == load_artifact(path)["sha256"]
+    assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
