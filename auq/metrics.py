@@ -15,8 +15,8 @@ Metrics over N trajectories, each computed for every Phi:
   C in [m/10, (m+1)/10), the last bin is closed at 1.0 (the paper's bin count was not recovered; 10
   equal-width bins is the usual choice and the one the udcs re-implementation of AUQ uses). Empty bins add 0.
 - **T-BS** = (1/N) sum_i (C_i - y_i)^2.
-- **AUROC** of C against success (scikit-learn's ``roc_auc_score``; ties count 1/2). Undefined (None, with the
-  reason recorded) when every trajectory has the same label.
+- **AUROC** of C against success (Mann-Whitney form, ties count 1/2: equal to scikit-learn's ``roc_auc_score``).
+  Undefined (None, with the reason recorded) when every trajectory has the same label.
 - **SR**: the success rate over *all* trajectories, with or without confidences.
 
 Missing confidences are never read as 1.0 or 0.0. Policy (``missing=``):
@@ -118,13 +118,27 @@ def t_brier(conf: Sequence[float], success: Sequence[bool]) -> float:
 
 
 def auroc(conf: Sequence[float], success: Sequence[bool]) -> float | None:
-    """AUROC of ``conf`` separating successes from failures; None when only one class is present."""
-    ys = [int(bool(y)) for y in success]
-    if len(set(ys)) < 2:
-        return None
-    from sklearn.metrics import roc_auc_score
+    """AUROC of ``conf`` separating successes from failures; None when only one class is present.
 
-    return float(roc_auc_score(ys, [float(c) for c in conf]))
+    The Mann-Whitney form: the share of (success, failure) pairs whose success has the higher confidence, ties
+    counting 1/2 -- the same number as scikit-learn's ``roc_auc_score`` (not imported: it costs seconds)."""
+    pos = [float(c) for c, y in zip(conf, success) if y]
+    neg = [float(c) for c, y in zip(conf, success) if not y]
+    if not pos or not neg:
+        return None
+    # rank-sum with average ranks for ties: O(n log n)
+    allv = sorted((c, i) for i, c in enumerate(pos + neg))
+    ranks = [0.0] * len(allv)
+    i = 0
+    while i < len(allv):
+        j = i
+        while j + 1 < len(allv) and allv[j + 1][0] == allv[i][0]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[allv[k][1]] = (i + j) / 2 + 1
+        i = j + 1
+    r_pos = sum(ranks[: len(pos)])
+    return (r_pos - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg))
 
 
 @dataclass

@@ -47,6 +47,8 @@ def test_ece_brier_auroc_hand_computed():
     # ties count one half
     assert auroc([0.5, 0.5], [True, False]) == pytest.approx(0.5)
     assert auroc([0.9, 0.2], [True, True]) is None
+    # ties across and within classes: pairs (s, f): (.7,.7)=.5 (.7,.2)=1 (.7,.7)=.5 (.7,.2)=1 (.3,.7)=0 (.3,.2)=1
+    assert auroc([0.7, 0.7, 0.3, 0.7, 0.2], [True, True, True, False, False]) == pytest.approx(4 / 6)
 
 
 def test_report_counts_exclusions_and_sr_uses_every_trajectory():

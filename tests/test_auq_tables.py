@@ -1,0 +1,195 @@
+"""AUQ's table/figure builders (scripts/auq_tables.py) on fixture run folders: hand-made folders in the real
+format (numbers checked by hand), and folders written by a real scripted AUQ run (the records the method
+actually writes)."""
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import yaml
+
+from scripts import auq_tables
+from scripts.collect import RunIndex
+from scripts.runs import load_experiment
+
+
+def step(c, auq=None):
+    extra = {"confidence": c}
+    if auq is not None:
+        extra["auq"] = auq
+    return {"event": "step", "extra": extra}
+
+
+def pred(pid, ok, confs, *, s2=None, status="ok"):
+    traj = [{"event": "reset"}] + [step(c, (s2 or {}).get(i)) for i, c in enumerate(confs)]
+    return {"id": pid, "index": int(pid[1:]), "status": status, "score": 1.0 if ok else 0.0, "calls": 3,
+            "episodes": [{"index": 0, "trajectory": traj}]}
+
+
+def write_run(root, exp, bench, method, preds, *, seed=42, backbone="local", calls=3.0, complete=True, tau=0.85):
+    d = root / exp / bench / method / backbone / f"seed={seed}"
+    d.mkdir(parents=True)
+    cfg = {"method": {"name": method, "params": {"tau": tau}, "deviations": []}, "benchmark": {"name": bench},
+           "backbone": {"name": backbone}, "seed": seed}
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    ok = [p for p in preds if p["status"] == "ok"]
+    errors = len(preds) - len(ok)
+    (d / "metrics.json").write_text(json.dumps({
+        "score_pct": 100.0 * sum(p["score"] for p in ok) / max(1, len(ok)), "n": len(ok), "n_errors": errors,
+        "selected": len(preds), "complete": complete and not errors, "per_problem": {"calls": calls},
+        "totals": {"calls": calls * len(preds)}}))
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+
+
+S2 = {"system2": True, "c_init": 0.5, "c_final": 0.9, "expanded": False}
+
+
+@pytest.fixture(autouse=True)
+def png_only(monkeypatch):
+    """The figures as PNG only (the PDF twin costs seconds and is the same drawing)."""
+    import matplotlib.pyplot as pyplot
+
+    def save(fig, base):
+        base.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(base.with_suffix(".png"), dpi=40)
+        pyplot.close(fig)
+        return [base.with_suffix(".png")]
+
+    monkeypatch.setattr("scripts.figstyle.save", save)
+
+
+@pytest.fixture
+def results(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "nodata"))   # no WebShop product files
+    root = tmp_path / "results"
+    # ReAct: p0 ok, p1 fail, p2 fail, p3 ok
+    write_run(root, "auq", "alfworld", "react", [pred("p0", True, [0.9, 1.0]), pred("p1", False, [0.6, None]),
+                                                 pred("p2", False, [0.8]), pred("p3", True, [None])])
+    # AUQ dual: fixes p1, regresses p3; System 2 at p0 step 0 (success) and p2 step 0 (failure)
+    write_run(root, "auq", "alfworld", "auq_dual", [
+        pred("p0", True, [0.9, 0.95], s2={0: S2}), pred("p1", True, [0.9]),
+        pred("p2", False, [0.7], s2={0: {**S2, "c_init": 0.2, "c_final": 0.7}}), pred("p3", False, [0.4])],
+        calls=7.0)
+    # Forward: one error -> incomplete, never averaged
+    write_run(root, "auq", "alfworld", "auq_forward", [pred("p0", True, [0.9]), pred("p1", False, [0.2], status="error")])
+    # Figure 6 points
+    for tau, sr_ok, calls in ((0.8, 1, 4.0), (0.9, 2, 9.0)):
+        write_run(root, f"auq-tau{tau:g}-full", "alfworld", "auq_dual",
+                  [pred("p0", True, [0.9]), pred("p1", sr_ok > 1, [0.9])], calls=calls, tau=tau)
+    # Figures 4/5
+    write_run(root, "auq-window-h5", "alfworld", "react", [pred("p0", False, [0.5]), pred("p1", False, [0.5])])
+    write_run(root, "auq-window-h5", "alfworld", "auq_dual", [pred("p0", True, [0.9]), pred("p1", False, [0.5])])
+    write_run(root, "auq-window-h5", "alfworld", "auq_dual-noexp", [pred("p0", False, [0.5]), pred("p1", False, [0.5])])
+    write_run(root, "auq-window-full", "alfworld", "react", [pred("p0", True, [0.9]), pred("p1", False, [0.5])])
+    return root
+
+
+def test_tables_numbers_hand_checked(results):
+    exp = load_experiment("auq_main")
+    out = auq_tables.write_all(results, "local", exp)
+    d = out["data"]["local"]
+    t1 = {(r["benchmark"], r["method"]): r for r in d["table1"]}
+    react = t1[("alfworld", "react")]
+    # Φ_last: C = [1.0 (ok), 0.6 (fail), 0.8 (fail)]; p3 has no confidence: excluded, counted
+    assert react["n"] == 4 and react["n_conf"] == 3 and react["missing_steps"] == 2
+    assert react["last_t_bs"] == pytest.approx((0 + 0.36 + 0.64) / 3)
+    assert react["last_t_ece"] == pytest.approx((0 + 0.6 + 0.8) / 3)        # three singleton bins
+    assert react["min_t_ece"] == pytest.approx((0.1 + 0.6 + 0.8) / 3)       # min of p0 = 0.9
+    assert t1[("alfworld", "auq_forward")]["status"].startswith("incomplete 1/2, 1 error")
+    assert "WebShop product files missing" in t1[("webshop", "react")]["status"]
+    t2 = {(r["benchmark"], r["method"]): r for r in d["table2"]}
+    assert t2[("alfworld", "react")]["sr"] == 50.0 and t2[("alfworld", "auq_dual")]["calls_per_episode"] == 7.0
+    assert t2[("alfworld", "react")]["auroc_last"] == pytest.approx(1.0)    # 1.0 > 0.6, 0.8
+    assert t2[("alfworld", "auq_dual")]["paper_sr"] == 74.3
+    assert t2[("alfworld", "react")]["paper_sr_inferred"] == 63.6
+    assert "not implemented" not in (t2[("alfworld", "reflexion")]["status"] or "")
+    cmp = t2[("alfworld", "compare")]
+    assert (cmp["fixed"], cmp["base_failures"], cmp["regressed"], cmp["base_successes"]) == (1, 2, 1, 2)
+    assert cmp["fixed_pct"] == 50.0 and cmp["regressed_pct"] == 50.0
+    md = (results / "auq-report" / "table2-local.md").read_text()
+    assert "fixes 50.0% of react's failures" in md and "the paper: 14.3% / 3.6%" in md
+    assert "10 equal-width bins" in (results / "auq-report" / "table1-local.md").read_text()
+    assert "not comparable with the paper" in md
+    for f in ("figure3", "figure4", "figure5", "figure6"):
+        assert (results / "auq-report" / f"{f}-local.png").stat().st_size > 0
+    figs = d["figures"]
+    s2 = figs["figure3"]["system2"]
+    assert s2["n"] == 2 and s2["success"]["mean_delta"] == pytest.approx(0.4) \
+        and s2["failure"]["mean_delta"] == pytest.approx(0.5)
+    assert figs["figure3"]["auq_dual"]["success"] == 2 and figs["figure3"]["auq_forward"] == {"status": "incomplete"}
+    assert [(p["tau"], p["sr"], p["calls_per_episode"]) for p in figs["figure6"]["ours"]["full"]] == \
+        [(0.8, 50.0, 4.0), (0.85, None, None), (0.9, 100.0, 9.0), (0.95, None, None)]
+    assert [b["sr"] for b in figs["figure5"]["bars"]] == [0.0, 0.0, 50.0]
+    assert [p["sr"] for p in figs["figure4"]["react"]] == [50.0, None, 0.0, None, None]
+
+
+def test_not_implemented_rows_and_paper_numbers(results):
+    exp = copy.deepcopy(load_experiment("auq_main"))
+    exp["rows"].append({"label": "Nope", "method": "no_such_method", "group": "x"})
+    tables, recs = auq_tables.build_table2(RunIndex.scan(results, "auq"), exp, "local")
+    row = next(r for r in tables[0].rows if r[0].text == "Nope")
+    assert "not implemented" in row[1]
+    dual = next(r for r in tables[0].rows if r[0].text.startswith("Dual"))
+    assert dual[4] == "74.3" and dual[8] == "42.5"
+
+
+def test_plan_covers_every_table_and_figure_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "nodata"))
+    exp = load_experiment("auq_main")
+    proto = auq_tables.resolve_protocol(exp, "local", None)
+    assert proto["name"] == "embedded"
+    t1 = auq_tables.plan_items(exp, "table1", "local", proto)
+    assert len(t1) == 7 and all("benchmark=alfworld" in ov and "benchmark.split=valid_seen" in ov for _, ov in t1)
+    f6 = auq_tables.plan_items(exp, "fig6", "local", proto)
+    assert len(f6) == 8 and any("method.params.tau=0.95" in ov and "method.params.window=5" in ov
+                                and "experiment=auq-tau0.95-h5" in ov for _, ov in f6)
+    f5 = auq_tables.plan_items(exp, "fig5", "local", proto)
+    assert any("method.name=auq_dual-noexp" in ov and "method.params.memory_expansion=false" in ov for _, ov in f5)
+    f4 = auq_tables.plan_items(exp, "fig4", "local", proto)
+    assert len(f4) == 10 + 1      # 5 windows x 2 methods + Figure 5's no-expansion bar (h5 shared)
+    # every planned run composes with the real configs
+    from scripts.runs import compose
+
+    for _, ov in t1[:1] + f6[-1:] + f5:
+        cfg = compose(ov)
+        assert cfg["experiment"].startswith("auq")
+
+
+def test_builders_read_a_real_scripted_auq_run(tmp_path, monkeypatch):
+    """Folders written by the real runner + AUQ on the scripted env: Figure 3's System-2 events are found."""
+    import re
+
+    from tests.conftest import make_spec, run
+    from tests.doubles import ScriptedBackbone
+    from tests.scripted_env import counter_bench_cfg, counter_data
+
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    counter_data(tmp_path / "data", goals=[1, 2])
+
+    def script(messages, sampling):
+        text = messages[-1]["content"]
+        k = int(re.search(r"current observation is: counter at (-?\d+)", text).group(1))
+        goal = int(re.search(r"counter to (-?\d+)", text).group(1))
+        a = "inc" if k < goal else "stop"
+        c = 0.95 if "reflect on it" in text else 0.5
+        return f"<action>{a}</action><confidence>{c}</confidence><explanation>e</explanation>"
+
+    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "auq.method:AUQ",
+                                "params": {"variant": "dual", "few_shot": 0, "tau": 0.85}})
+    spec.benchmark_cfg.clear()
+    spec.benchmark_cfg.update(counter_bench_cfg(max_steps=5, process=False))
+    assert run(spec, ScriptedBackbone(script))["score"] == 1.0
+    agg = RunIndex.scan(tmp_path / "results", "t").agg("counter", "auq_dual", "scripted")
+    assert agg.complete and len(auq_tables.trajectories(agg)) == 2
+    ev = auq_tables.system2_events(agg)
+    assert len(ev) == 2 + 3 and all(e["c_init"] == 0.5 and e["c_final"] == 0.95 and e["success"] for e in ev)
+    exp = copy.deepcopy(load_experiment("auq_main"))
+    exp["benchmarks"] = ["counter"]
+    exp["figures"]["fig3"]["benchmark"] = "counter"
+    exp["experiment"] = "t"
+    t1, recs = auq_tables.build_table1(RunIndex.scan(tmp_path / "results", "t"), exp, "scripted")
+    dual = next(r for r in recs if r["method"] == "auq_dual")
+    assert dual["status"] == "ok" and dual["last_t_ece"] == pytest.approx(0.05)   # C = 0.95, both won
+    _, data = auq_tables.figure3(RunIndex.scan(tmp_path / "results", "t"), exp, "scripted", tmp_path / "out")
+    assert data["auq_dual"]["success"] == 2 and data["system2"]["success"]["mean_delta"] == pytest.approx(0.45)
