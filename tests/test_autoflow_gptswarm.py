@@ -1,0 +1,119 @@
+"""GPTSwarm (baselines/autoflow/gptswarm.py) with the scripted double: the swarm's potential edges, realize (cycle
+rule, sampling, the >0.5 mask), the REINFORCE update, the search loop over validate (iterations wrap into epochs),
+resume mid-search, and the frozen swarm on test."""
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from baselines.autoflow import gptswarm as G  # noqa: E402
+from harness.results import read_jsonl_tolerant  # noqa: E402
+from tests.conftest import make_spec, run  # noqa: E402
+from tests.doubles import ScriptedBackbone  # noqa: E402
+
+
+def test_potential_edges_follow_the_release():
+    sw = G.build_swarm(["IO", "IO", "IO"])
+    assert len(sw["potential"]) == 3 * 2 + 3 and sw["potential"][-3:] == [("a0n0", "final"), ("a1n0", "final"),
+                                                                          ("a2n0", "final")]
+    cot = G.build_swarm(["COT", "COT"])
+    assert len(cot["potential"]) == 3 * 3 * 2 + 6 and ("a0n0", "a0n1") in cot["fixed"]
+
+
+def test_realize_skips_cycles_and_masks_at_one_half():
+    sw = G.build_swarm(["IO", "IO"])   # potential: a0->a1, a1->a0, a0->final, a1->final
+    full = G.realize(sw, [10.0] * 4, rng=random.Random(0))
+    assert ["a0n0", "a1n0"] in full["edges"] and ["a1n0", "a0n0"] not in full["edges"]
+    assert [d[0] for d in full["decisions"]] == [0, 2, 3]          # edge 1 would close a cycle: not considered
+    masked = G.realize(sw, [-1.0, 0.0, 0.3, -0.2], mask=True)
+    assert masked["edges"] == [["a0n0", "final"]]
+
+
+def test_graph_log_prob_and_reinforce_direction():
+    logits = torch.nn.Parameter(torch.zeros(4))
+    dec = [[0, True], [2, False], [3, True]]
+    assert float(G.graph_log_prob(logits, dec).detach()) == pytest.approx(3 * torch.log(torch.tensor(0.5)).item())
+    adam = torch.optim.Adam([logits], lr=0.1)
+    loss = -(torch.stack([G.graph_log_prob(logits, dec)]) * torch.tensor([1.0])).mean()
+    adam.zero_grad(); loss.backward(); adam.step()
+    assert logits[0] > 0 and logits[2] < 0 and logits[3] > 0 and logits[1] == 0
+
+
+def script(messages, sampling):
+    """Agent 0's calls (distinct sample index 0) answer right; the others answer 0."""
+    user = messages[-1]["content"]
+    m = re.search(r"What is (\d+)\+(\d+)\?", user)
+    from harness.llm import request_seed
+    first = sampling.get("seed") == request_seed(42, 0)
+    return f"ANSWER: {int(m.group(1)) * 2 if (m and first) else 0}"
+
+
+def method(tmp_path: Path, **search) -> dict:
+    params = {"num_iters": 3, "batch_size": 2, "validate_limit": 4, **search}
+    return {"name": "gptswarm", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "GPTSwarm",
+            "deviations": ["test"], "roles": ["executor"],
+            "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json")},
+            "search": {"optimiser": "baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "test",
+                       "params": params}}
+
+
+def search(tmp_path: Path, bb, **kw) -> dict:
+    from baselines.autoflow.search import run_search
+
+    return asyncio.run(run_search(make_spec(tmp_path, method(tmp_path, **kw)), backbone=bb))
+
+
+def test_search_iterations_wrap_into_epochs_and_the_artifact(tmp_path, tiny_data):
+    doc = search(tmp_path, ScriptedBackbone(script))
+    h = doc["history"]
+    assert [(x["epoch"], x["batch"], x["ids"]) for x in h] == [(1, 0, ["p0", "p1"]), (1, 1, ["p2", "p3"]),
+                                                               (2, 0, ["p0", "p1"])]
+    assert len({x["logits_sha256"] for x in h}) == 3
+    wf = doc["workflow"]
+    assert wf["solver"] == "baselines.autoflow.gptswarm:GPTSwarm" and wf["params"]["mode"] == "mask"
+    assert len(wf["params"]["edge_logits"]) == 9 == len(doc["extra"]["potential_edges"])
+    assert doc["extra"]["hyperparameters"]["lr"] == 0.1
+    preds = read_jsonl_tolerant(next(Path(tmp_path).rglob("gptswarm_epoch1/**/predictions.jsonl")))
+    assert all(p["trace"]["gptswarm"]["mode"] == "sample" for p in preds)
+
+
+def test_resume_mid_search_gives_the_same_logits(tmp_path, tiny_data, monkeypatch):
+    from baselines.autoflow import search as S
+
+    clean = search(tmp_path / "clean", ScriptedBackbone(script))
+    real = S.SearchContext.evaluate
+    n = {"calls": 0}
+
+    async def flaky(self, *a, **k):
+        n["calls"] += 1
+        if n["calls"] == 2:
+            raise KeyboardInterrupt("killed")
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(S.SearchContext, "evaluate", flaky)
+    with pytest.raises(KeyboardInterrupt):
+        search(tmp_path / "r", ScriptedBackbone(script))
+    state = json.loads(next(Path(tmp_path / "r").rglob("search_state.json")).read_text())
+    assert state["iter"] == 1 and state["batch"] == 1
+    monkeypatch.setattr(S.SearchContext, "evaluate", real)
+    doc = search(tmp_path / "r", ScriptedBackbone(script))
+    assert doc["workflow"]["params"]["edge_logits"] == clean["workflow"]["params"]["edge_logits"]
+
+
+def test_frozen_swarm_on_test_keeps_the_edges_above_one_half(tmp_path, tiny_data):
+    doc = search(tmp_path, ScriptedBackbone(script))
+    spec = make_spec(tmp_path, method(tmp_path), limit=2)
+    metrics = run(spec, ScriptedBackbone(script))
+    assert metrics["complete"]
+    kept = [list(e) for e in doc["extra"]["kept_edges"]]
+    for p in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl"):
+        g = p["trace"]["gptswarm"]
+        assert g["mode"] == "mask" and all(e in g["edges"] for e in kept if e[1] == "final")
+        assert set(p["cost_by_stage"]) <= {"DirectAnswer"}
