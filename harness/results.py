@@ -244,3 +244,33 @@ def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], p
             "lost_in_flight": len(lost_keys),
             "rebought": sum(1 for r in now_sent if r.get("key") in lost_keys),
             "replayed_from_cache": sum(1 for c in now if c.get("cache_hit"))}
+
+
+def sample_seed(run_seed: int, sample: int) -> int:
+    """The run seed of sample ``sample`` of a ``samples_per_task`` run: sample 0 keeps the run seed (so it
+    replays a plain run from the cache); the others get distinct, reproducible seeds."""
+    if sample == 0:
+        return run_seed
+    return (run_seed * 1_000_003 + sample * 104_729) % (2 ** 31 - 1)
+
+
+def pass_at_k(answered: list[dict[str, Any]], k: int, threshold: float) -> dict[str, Any]:
+    """Unbiased pass@j for j = 1..k (Chen et al. 2021: 1 - C(n-c, j) / C(n, j) per problem, averaged).
+
+    ``answered``: the answered sample records (``problem_id``, ``score``); a sample is correct when its
+    score >= ``threshold``. A problem enters pass@j only with n >= j answered samples (errored samples
+    are retried, never counted as wrong); ``pass_at_k_problems`` says how many problems each value covers."""
+    by_problem: dict[str, list[bool]] = {}
+    for r in answered:
+        by_problem.setdefault(str(r.get("problem_id", r["id"])), []).append(float(r["score"]) >= threshold)
+    values: dict[str, float | None] = {}
+    counts: dict[str, int] = {}
+    for j in range(1, k + 1):
+        per = []
+        for outcomes in by_problem.values():
+            n, c = len(outcomes), sum(outcomes)
+            if n >= j:
+                per.append(1.0 - (math.comb(n - c, j) / math.comb(n, j)))
+        values[str(j)] = sum(per) / len(per) if per else None
+        counts[str(j)] = len(per)
+    return {"pass_at_k": values, "pass_at_k_problems": counts}

@@ -11,6 +11,7 @@ reported (:mod:`harness.env`). Backbones are built once per run for every role (
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import sys
 import time
 import traceback
@@ -28,11 +29,13 @@ from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
 from harness.method import Method, build_method
 from harness.identity import backbone_identity, check_run_identity
+from harness.judge import JudgeSpec, judge_answer, judge_fields, judge_metrics
+from harness.judge import role_configured as judge_role_configured
 from harness.llm import LLMClient, RunAborted
 from harness.spec import backbone_dir
 from harness.validate import validate_run_config
-from harness.results import (ResultWriter, RunPaths, compute_metrics, pending_exception, read_jsonl_tolerant,
-                             resume_report)
+from harness.results import (ResultWriter, RunPaths, compute_metrics, pass_at_k, pending_exception,
+                             read_jsonl_tolerant, resume_report, sample_seed)
 from harness.roles import Role, build_role_backbones, resolve_roles, role_identities
 from harness.types import Problem, Solution
 from harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
@@ -53,6 +56,7 @@ class RunSpec:
     results_root: Path
     full_config: dict[str, Any]
     roles_cfg: dict[str, Any] = field(default_factory=dict)  # roles.<name>: a backbone config and/or adapter
+    samples_per_task: int = 1  # k independent samples per problem (distinct recorded seeds) -> pass@1..k
 
     @property
     def out_dir(self) -> Path:
@@ -70,7 +74,8 @@ def spec_from_config(cfg: dict[str, Any]) -> RunSpec:
                    method_cfg=dict(cfg["method"]), benchmark_cfg=bench, backbone_cfg=dict(cfg["backbone"]),
                    sampling=dict(cfg.get("sampling") or {}), cache_cfg=dict(cfg.get("cache") or {}),
                    runner_cfg=dict(cfg.get("runner") or {}), results_root=Path(cfg.get("results_root", "results")),
-                   full_config=cfg, roles_cfg=dict(cfg.get("roles") or {}))
+                   full_config=cfg, roles_cfg=dict(cfg.get("roles") or {}),
+                   samples_per_task=int(cfg.get("samples_per_task") or 1))
 
 
 def solution_from_record(rec: dict[str, Any]) -> Solution:
@@ -88,7 +93,14 @@ class Runner:
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
-        self.roles: dict[str, Role] = resolve_roles(spec.backbone_cfg, spec.roles_cfg, spec.method_cfg.get("roles"))
+        # bench2: the benchmark's LLM judge (harness/judge.py) runs when the judge role is configured
+        self._judge = JudgeSpec.from_config(spec.benchmark_cfg.get("judge"))
+        if self._judge is not None and not judge_role_configured(spec.roles_cfg):
+            self._judge = None
+        declared = spec.method_cfg.get("roles")
+        if self._judge is not None and declared and "judge" not in declared:
+            declared = [*declared, "judge"]  # the judge is the runner's role, not the method's
+        self.roles: dict[str, Role] = resolve_roles(spec.backbone_cfg, spec.roles_cfg, declared)
         self.progress = None
         self._done_scores: list[float] = []
         self._done_cost = 0.0
@@ -141,14 +153,18 @@ class Runner:
         self._trajectories = TrajectoryLog(self.paths.root / "trajectories.jsonl",
                                            fsync=bool(spec.runner_cfg.get("fsync", False)))
         finished = writer.finished()
-        self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {p.id for p in problems}]
+        tasks = self._tasks(problems)
+        self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {t[0] for t in tasks}]
         try:
-            self._start_progress(len(problems), len(self._done_scores))
+            self._start_progress(len(tasks), len(self._done_scores))
             window = int(getattr(self.method, "window_size", 0) or 0)
             if window > 0:
+                if spec.samples_per_task > 1:
+                    raise ValueError(f"samples_per_task={spec.samples_per_task}: method {self.method.name} is "
+                                     "stateful (window_size); its samples would not be independent")
                 await self._run_windows(problems, finished, ctx, writer, window)
             else:
-                todo = [p for p in problems if p.id not in finished]
+                todo = [t for t in tasks if t[0] not in finished]
                 await self._run_batch(todo, ctx, writer)
         except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
             self._aborted = str(exc)
@@ -160,21 +176,35 @@ class Runner:
             for bb in distinct:
                 await bb.aclose()
             cache.close()
-            metrics = self._finish(writer, problems, meta, started, sum(c.backbone_calls for c in clients.values()))
+            metrics = self._finish(writer, tasks, meta, started, sum(c.backbone_calls for c in clients.values()))
         return metrics
+
+    def _tasks(self, problems: list[Problem]) -> list[tuple[str, Problem, int | None, int]]:
+        """(record id, problem, sample index or None, run seed of the attempt) for every prediction to make.
+
+        With ``samples_per_task=k > 1`` each problem gets k records ``<id>#<j>``, sample j under the
+        seed :func:`harness.results.sample_seed` (j = 0 is the run seed, so it replays a plain run)."""
+        k = self.spec.samples_per_task
+        if k <= 1:
+            return [(p.id, p, None, self.spec.seed) for p in problems]
+        return [(f"{p.id}#{j}", p, j, sample_seed(self.spec.seed, j)) for p in problems for j in range(k)]
 
     def _run_id(self) -> str:
         s = self.spec
         return f"{s.experiment}/{s.benchmark_cfg['name']}/{s.method_cfg['name']}/{s.backbone_cfg['name']}/{s.seed}"
 
-    async def _run_batch(self, todo: list[Problem], ctx: RunContext, writer: ResultWriter) -> list[Solution]:
+    async def _run_batch(self, todo: list[Any], ctx: RunContext, writer: ResultWriter) -> list[Solution]:
+        """``todo``: tasks of :meth:`_tasks` (or problems, one sample each)."""
         limit = int(self.spec.runner_cfg.get("max_concurrent_problems")
                     or max(2, 2 * int(self.spec.backbone_cfg.get("max_concurrency", 1))))
         sem = asyncio.Semaphore(limit)
 
-        async def one(p: Problem) -> Solution:
+        async def one(t: Any) -> Solution:
             async with sem:
-                return await self._solve_and_record(p, ctx, writer)
+                if isinstance(t, Problem):
+                    return await self._solve_and_record(t, ctx, writer)
+                rid, p, j, seed = t
+                return await self._solve_and_record(p, ctx, writer, sample=None if j is None else (rid, j, seed))
 
         return list(await asyncio.gather(*(one(p) for p in todo)))
 
@@ -194,8 +224,8 @@ class Runner:
                         f"{self.paths.method_state} was written for another problem selection (window {w}); "
                         "a stateful method's results depend on it: use a new experiment=... or delete that folder")
                 continue
-            todo = [p for p in members if p.id not in finished]
-            fresh = dict(zip((p.id for p in todo), await self._run_batch(todo, ctx, writer)))
+            todo = [(p.id, p, None, self.spec.seed) for p in members if p.id not in finished]
+            fresh = dict(zip((t[0] for t in todo), await self._run_batch(todo, ctx, writer)))
             outcomes = [(self._views[p.id], fresh[p.id] if p.id in fresh else solution_from_record(finished[p.id]))
                         for p in members]
             self.method.end_window(outcomes)  # type: ignore[attr-defined]
@@ -204,14 +234,18 @@ class Runner:
                                                         "windows": done_ids,
                                                         "state": self.method.state_dict()})  # type: ignore[attr-defined]
 
-    async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter) -> Solution:
+    async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter,
+                                sample: tuple[str, int, int] | None = None) -> Solution:
+        """``sample``: (record id, sample index, its run seed) when the run makes several samples per problem."""
         attempt = uuid.uuid4().hex[:12]
+        if sample is not None:  # an independent sample: its own run seed (request seeds, ctx.rng, env seed)
+            ctx = dataclasses.replace(ctx, seed=sample[2])
         view = self._views[problem.id]
         pctx = ctx.for_problem(view, writer.call_log(attempt))  # core-B: each call hits calls.jsonl as it returns
         host = None
         if self._engines is not None:
             host = EnvHost(problem, engines=self._engines, custom=self.benchmark.engine(problem),
-                           max_steps=self.benchmark.max_steps, run_seed=self.spec.seed, attempt=attempt,
+                           max_steps=self.benchmark.max_steps, run_seed=ctx.seed, attempt=attempt,
                            log=self._trajectories)
         stage = Backstage(pctx.key, self.benchmark, problem, self._problems, host)
         token = enter(stage)  # the method's views reach the real problem only through this (harness.view)
@@ -250,10 +284,20 @@ class Runner:
                 status, error = "error", f"ScoringError: {type(exc).__name__}: {exc}"
                 value, extracted, details = 0.0, None, {"not_scored": "the scorer raised",
                                                         "traceback": traceback.format_exc(limit=8)}
+        judged = None
+        if self._judge is not None and status == "ok" and host is None:
+            try:  # bench2: the LLM judge beside the deterministic score; its failure is an error, never a 0
+                judged = await judge_answer(ctx.llms["judge"], self._judge, judge_fields(self.benchmark, problem),
+                                            solution.answer, problem_id=problem.id, seed=ctx.seed,
+                                            sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
+            except (KeyboardInterrupt, asyncio.CancelledError, RunAborted):
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
+                status, error = "error", f"JudgeError: {type(exc).__name__}: {exc}"
         summary = pctx.summary()
         rec = {
-            "id": problem.id, "index": problem.index, "status": status, "error": error,
-            "attempt": attempt,
+            "id": problem.id if sample is None else sample[0], "index": problem.index, "status": status,
+            "error": error, "attempt": attempt,
             "raw_output": solution.answer, "extracted": extracted, "gold": problem.gold, "score": value,
             "score_details": details, "confidence": solution.confidence,
             "calls": summary.calls, "backbone_calls": summary.backbone_calls,
@@ -264,6 +308,10 @@ class Runner:
         }
         if host is not None:
             rec["episodes"] = [ep.to_dict() for ep in host.episodes]
+        if judged is not None:
+            rec["judge"] = judged
+        if sample is not None:
+            rec.update(problem_id=problem.id, sample=sample[1], sample_seed=sample[2])
         writer.append(rec, pctx.calls)
         if status == "ok":  # the progress bar's score is over answered problems, like metrics.json
             self._done_scores.append(value)
@@ -291,16 +339,29 @@ class Runner:
         score = 100 * sum(self._done_scores) / n if n else 0.0
         self.progress.set_postfix_str(f"score={score:.1f} $={self._done_cost:.4f}")
 
-    def _finish(self, writer: ResultWriter, problems: list[Problem], meta: dict[str, Any], started: float,
-                backbone_calls: int) -> dict[str, Any]:
+    def _finish(self, writer: ResultWriter, tasks: list[tuple[str, Problem, int | None, int]], meta: dict[str, Any],
+                started: float, backbone_calls: int) -> dict[str, Any]:
         """Metrics from the run's files (core-B: harness.results). A write error here never masks an
         exception already propagating (the first failure is the one reported)."""
         pending = pending_exception()
         writer.close()
-        ids = {p.id for p in problems}
+        ids = {t[0] for t in tasks}
         preds = [r for r in read_jsonl_tolerant(self.paths.predictions) if r["id"] in ids]
         calls = read_jsonl_tolerant(self.paths.calls)
-        metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"), selected=len(problems))
+        metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"), selected=len(tasks))
+        thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
+        answered = [r for r in {r["id"]: r for r in preds}.values() if r.get("status") != "error"]
+        k = self.spec.samples_per_task
+        if k > 1:
+            metrics.update(samples_per_task=k, n_problems=len({t[1].id for t in tasks}),
+                           **pass_at_k(answered, k, thr))
+        if self._judge is not None:
+            metrics.update(judge_metrics(answered, thr))
+            metrics["judge"]["by_role"] = metrics["by_role"].get("judge")
+            if k > 1:
+                judged = [{**r, "score": r["judge"]["score"]} for r in answered
+                          if isinstance(r.get("judge"), dict) and r["judge"].get("score") is not None]
+                metrics["judge"]["pass_at_k"] = pass_at_k(judged, k, 0.5)["pass_at_k"]
         resumed = resume_report(calls, read_jsonl_tolerant(self.paths.requests), preds, started)
         metrics["this_invocation"] = {"backbone_calls": backbone_calls, "wall_s": round(time.time() - started, 3),
                                       "resumed": resumed}

@@ -78,6 +78,9 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
         _fail("seed", seed, "a non-negative integer (the papers use 42, 123, 456)")
     _positive_int_or_null(cfg, "limit", "the first N problems")
     _positive_int_or_null(cfg, "sample", "a seeded random subset of N problems")
+    spt = cfg.get("samples_per_task", 1)  # bench2: k samples per problem -> pass@1..k
+    if not (_is_int(spt) and spt >= 1):
+        _fail("samples_per_task", spt, "a positive integer (independent samples per problem; 1 = one answer each)")
     exp = cfg.get("experiment", "default")
     if not isinstance(exp, str) or not exp.strip() or exp.startswith("/") or ".." in exp.split("/"):
         _fail("experiment", exp, "a non-empty name relative to results_root (no '..', not absolute)")
