@@ -178,3 +178,24 @@ def test_cot_sc_inadmissible_samples_do_not_vote(tmp_path, counter):
     steps = _steps(spec)
     assert steps[0]["action"] == "inc" and steps[0]["extra"]["valid"]
     assert steps[0]["extra"]["confidence"] is None  # inline: no sample gave a confidence -> missing, not 1/3
+
+
+@pytest.mark.parametrize("method", ["react", "reflexion", "agent_self_reflection", "agent_cot_sc"])
+def test_method_configs_compose_with_label_and_deviations(method):
+    from harness.runner import spec_from_config
+    from tests.conftest import compose
+
+    spec = spec_from_config(compose(["benchmark=alfworld", f"method={method}", "backbone=local"]))
+    m = spec.method_cfg
+    assert m["name"] == method and m["label"] and m["deviations"] and m["params"]["window"] is None
+    assert m["params"]["style"] == "auq" and m["params"]["elicit_confidence"] in ("none", "inline", "separate")
+
+
+def test_bad_options_are_refused():
+    from agents.policy import ReactPolicy
+
+    with pytest.raises(ValueError, match="prompt style"):
+        ReactPolicy(style="fancy")
+    with pytest.raises(ValueError, match="elicit_confidence"):
+        ReactPolicy(elicit_confidence="sometimes")
+    assert ReactPolicy(elicit_confidence=True).elicit_mode == "inline"
