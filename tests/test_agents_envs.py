@@ -40,12 +40,20 @@ def _walkthrough(problem_id):
     return json.loads((data_dir() / "alfworld/json_2.1.1" / problem_id / "game.tw-pddl").read_text())["walkthrough"]
 
 
+def _alfworld():
+    """The real engine, in a thread (no worker process start: the engine itself is what is tested)."""
+    cfg = _bench("alfworld", limit=1)
+    cfg["env"] = {**cfg["env"], "process": False}
+    return cfg
+
+
 def _game():
     from envs.alfworld import ALFWorld
 
     return ALFWorld(_bench("alfworld", limit=1)).load()[0][0]
 
 
+@pytest.mark.slow  # the real engine (~3-8 s): a cheap end-to-end test
 def test_react_auq_prompt_plays_an_alfworld_walkthrough_to_a_win(tmp_path):
     game = _game()
     plan = _walkthrough(game.id)
@@ -55,7 +63,7 @@ def test_react_auq_prompt_plays_an_alfworld_walkthrough_to_a_win(tmp_path):
         prompts.append(messages)
         step = int(re.search(r"You are now at step (\d+)", messages[-1]["content"]).group(1))
         return f"<think>following the plan</think>\n<action>{plan[step - 1]}</action>"
-    spec = _spec(tmp_path, _bench("alfworld", limit=1), elicit_confidence="none")
+    spec = _spec(tmp_path, _alfworld(), elicit_confidence="none")
     metrics = run(spec, ScriptedBackbone(script))
     pred = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
     assert pred["status"] == "ok" and metrics["score"] == 1.0 and pred["episodes"][0]["success"] is True
@@ -69,6 +77,7 @@ def test_react_auq_prompt_plays_an_alfworld_walkthrough_to_a_win(tmp_path):
     assert "Prior to this step, you have already taken 2 step(s)." in later and "Step 2:\nObservation:" in later
 
 
+@pytest.mark.slow
 def test_react_transcript_style_takes_a_thought_as_a_step(tmp_path):
     game = _game()
     plan = ["think: I should follow the plan.", *_walkthrough(game.id)]
@@ -78,7 +87,7 @@ def test_react_transcript_style_takes_a_thought_as_a_step(tmp_path):
         prompts.append(messages[-1]["content"])
         assert sampling.get("stop") == ["\n"]
         return plan[len(prompts) - 1]
-    spec = _spec(tmp_path, _bench("alfworld", limit=1), style="react", elicit_confidence="none")
+    spec = _spec(tmp_path, _alfworld(), style="react", elicit_confidence="none")
     assert run(spec, ScriptedBackbone(script))["score"] == 1.0
     assert prompts[0].startswith("Interact with a household to solve a task. Here are two examples.\n")
     assert "Here is the task:\nYou are in the middle of a room" in prompts[0] and prompts[0].count("> think:") >= 2
