@@ -30,8 +30,8 @@ from typing import Any, Hashable
 
 from evaluators import extract as ex
 from evaluators.base import Benchmark, DataInfo
-from evaluators.data import data_dir, read_jsonl, select, sha256_file
-from evaluators.partition import partition_rows
+from evaluators.data import data_dir, read_jsonl, select
+from evaluators.partition import files_digest, partition_rows
 from harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
@@ -144,10 +144,8 @@ class LiveBenchReasoning(Benchmark):
     def load(self, root: str | Path | None = None) -> tuple[list[Problem], DataInfo]:
         base = data_dir(root)
         rows: list[dict[str, Any]] = []
-        digests = []
         for rel in self.cfg["files"]:
             rows += read_jsonl(base / rel)
-            digests.append(sha256_file(base / rel))
         tasks = self.cfg.get("tasks")
         if tasks:
             rows = [r for r in rows if r["task"] in tasks]
@@ -156,8 +154,9 @@ class LiveBenchReasoning(Benchmark):
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
-        return problems, DataInfo(file="+".join(str(base / f) for f in self.cfg["files"]), sha256="+".join(digests),
-                                  total=len(rows), selected=len(problems), split=str(self.cfg["split"]))
+        paths = [base / f for f in self.cfg["files"]]
+        return problems, DataInfo(file="+".join(map(str, paths)), sha256=files_digest(paths), total=len(rows),
+                                  selected=len(problems), split=str(self.cfg["split"]))
 
     def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
         fields = {"question": row["turns"][0], "task": row["task"], "release_date": row["livebench_release_date"]}

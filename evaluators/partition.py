@@ -1,4 +1,4 @@
-"""Seeded train/test partitions of one labelled file (DyFlow D.1: "TRAIN:TEST ≈ 1:3"; the split lists are unpublished).
+"""Seeded train/test parts of one labelled file (DyFlow D.1: "TRAIN:TEST ≈ 1:3"; its split lists are unpublished).
 
 A benchmark config with ``partition: {seed, sizes: {train: 84, test: 251}}`` and a split named in
 ``sizes`` gets that part of a seeded shuffle of the (filtered) rows: rows are ordered by
@@ -10,9 +10,11 @@ The partition spec is part of the benchmark config, so it is recorded in every r
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any, Callable
 
 from evaluators.code_tasks import HumanEval
+from evaluators.data import sha256_file
 from evaluators.math_tasks import MATH
 
 
@@ -75,3 +77,9 @@ class PartitionedHumanEval(Partitioned, HumanEval):
 
     def partition_key(self, row: dict[str, Any]) -> str:
         return str(row["task_id"])
+
+
+def files_digest(paths: list[Path]) -> str:
+    """One sha256 for a benchmark read from several files: of the lines "<name> <sha256 of the file>"."""
+    lines = "".join(f"{p.name} {sha256_file(p)}\n" for p in paths)
+    return hashlib.sha256(lines.encode()).hexdigest()

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Hashable
 
 from evaluators.base import Benchmark, DataInfo
-from evaluators.data import data_dir, read_jsonl, select, sha256_file
-from evaluators.partition import partition_rows
+from evaluators.data import data_dir, read_jsonl, select
+from evaluators.partition import files_digest, partition_rows
 from harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
@@ -47,19 +47,18 @@ class SocialMaze(Benchmark):
     def load(self, root: str | Path | None = None) -> tuple[list[Problem], DataInfo]:
         base = data_dir(root)
         rows: list[dict[str, Any]] = []
-        digests = []
         for rel in self.cfg["files"]:
             path = base / rel
             for i, r in enumerate(read_jsonl(path)):
                 rows.append({**r, "_id": f"socialmaze/{Path(rel).stem}/{i}"})
-            digests.append(sha256_file(path))
         if self.cfg.get("partition"):
             rows = partition_rows(rows, self.cfg["partition"], str(self.cfg["split"]), lambda r: r["_id"])
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
-        return problems, DataInfo(file="+".join(str(base / f) for f in self.cfg["files"]), sha256="+".join(digests),
-                                  total=len(rows), selected=len(problems), split=str(self.cfg["split"]))
+        paths = [base / f for f in self.cfg["files"]]
+        return problems, DataInfo(file="+".join(map(str, paths)), sha256=files_digest(paths), total=len(rows),
+                                  selected=len(problems), split=str(self.cfg["split"]))
 
     def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
         gold, rule = parse_answer(row["Answer"])

@@ -19,6 +19,7 @@ from typing import Any, Hashable
 
 from evaluators.base import Benchmark, DataInfo
 from evaluators.data import data_dir, read_jsonl, select, sha256_file
+from evaluators.partition import files_digest
 from harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
@@ -63,7 +64,7 @@ class StrategyQA(Benchmark):
                                  f"{labelled} (join by question text), e.g. {missing[0]!r}")
             wanted = set(dev_questions)
             rows = [r for r in rows if (r["question"] in wanted) == (split == "dev")]
-            digest = f"{digest}+{sha256_file(dev_path)}"
+            digest = files_digest([labelled, dev_path])
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
