@@ -1,0 +1,58 @@
+"""make data (bench2 part): the second-batch files are in the manifest with the README's sha256; FinQA and
+DeepResearch Bench's reference.jsonl are downloaded and checked by git blob id, else one clear error."""
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from scripts import fetch_data as fd
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+BENCH2 = ["pubmedqa/pqa_labeled.jsonl", "strategyqa/strategyqa_train.jsonl", "strategyqa/strategyqa_dev_eladsegal.jsonl",
+          "strategyqa/strategyqa_train_eladsegal.jsonl", "livebench/reasoning_spatial.jsonl",
+          "livebench/reasoning_web_of_lies_v2.jsonl", "livebench/reasoning_zebra_puzzle.jsonl",
+          "socialmaze/blood_6_all_hf.jsonl", "socialmaze/hf_10pct.jsonl", "socialmaze/blood_6_all_hf_ae8de50.jsonl",
+          "deepresearch_bench/query.jsonl", "deepresearch_bench/criteria.jsonl"]
+
+
+def test_second_batch_files_are_in_the_manifest_with_their_sha256():
+    assert set(BENCH2) <= set(fd.MANIFEST)
+    if not SHARED.is_dir():
+        pytest.skip("../shared/datasets is not here")
+    for rel in BENCH2:
+        assert hashlib.sha256((SHARED / rel).read_bytes()).hexdigest() == fd.MANIFEST[rel][0], rel
+
+
+def test_git_blob_id_is_gits(tmp_path):
+    f = tmp_path / "x"
+    f.write_bytes(b"hello\n")
+    try:
+        want = subprocess.run(["git", "hash-object", str(f)], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        want = "ce013625030ba8dba906f756967f9e9ca394464a"
+    assert fd.git_blob_id(b"hello\n") == want
+
+
+def test_fetch_blob_places_only_the_right_bytes(tmp_path, monkeypatch):
+    data = b'[{"id": "x"}]'
+    monkeypatch.setitem(fd.BLOB_DOWNLOADS, "finqa/test.json", (fd.git_blob_id(data), "czyssrs/FinQA", "c", "p"))
+    assert "git blob checked" in fd.fetch_blob(tmp_path, "finqa/test.json", download=lambda url: data)
+    assert (tmp_path / "finqa/test.json").read_bytes() == data
+    assert "present" in fd.fetch_blob(tmp_path, "finqa/test.json", download=lambda url: 1 / 0)
+    (tmp_path / "finqa/test.json").unlink()
+    with pytest.raises(RuntimeError, match="expected"):
+        fd.fetch_blob(tmp_path, "finqa/test.json", download=lambda url: b"tampered")
+    assert not (tmp_path / "finqa/test.json").exists()
+
+
+def test_fetch_blob_offline_is_one_clear_line(tmp_path):
+    def offline(url):
+        raise OSError("Name or service not known")
+
+    with pytest.raises(RuntimeError) as err:
+        fd.fetch_blob(tmp_path, "finqa/test.json", download=offline)
+    msg = str(err.value)
+    assert "\n" not in msg and "make data" in msg and "59958c7c3bb3b21f4dff6bc912a0fe0ae710aee0" in msg
