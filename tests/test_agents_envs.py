@@ -144,3 +144,40 @@ def test_react_with_the_embedded_model_in_a_real_alfworld_game(tmp_path):
     assert len(steps) == 2 and all(isinstance(t["extra"]["valid"], bool) and "raw" in t["extra"] for t in steps)
     assert ep["wasted_steps"] == sum(not t["extra"]["valid"] for t in steps)
     assert p["score"] == float(bool(p["episodes"][0]["success"]))
+
+
+def test_webshop_transcript_prompt_and_a_missing_prompt_file(tmp_path, monkeypatch):
+    from agents.loop import AgentState, Turn
+    from agents.prompts import PromptFileMissing, react_examples, react_messages
+
+    first = "WebShop \nInstruction:  \ni want red shoes \n[Search]  "
+    st = AgentState(task="i want red shoes", observation="OK.", actions=None, first_observation=first,
+                    turns=[Turn(first, "think[find shoes]", "r", result="OK.")], memory=["Plan: search better"])
+    text = react_messages(st, "webshop", examples=react_examples("webshop", None, 1))[0]["content"]
+    assert text.startswith("Webshop \nInstruction:  \ni would like a 3 ounce bottle")  # ReAct's prompt1
+    assert "Your memory for the task below:\nTrial 0:\nPlan: search better" in text
+    assert f"{first}\n\nAction: think[find shoes]\nObservation: OK.\n\nAction:" in text
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path))
+    with pytest.raises(PromptFileMissing, match="make data"):
+        react_examples("alfworld", "pick_and_place_simple", 2, data_dir=str(tmp_path / "none"))
+
+
+@pytest.mark.slow
+def test_react_with_the_embedded_model_on_the_webshop_fixture(tmp_path):
+    """The embedded model shops on the fixture (never reported as WebShop): 2 steps, short replies."""
+    from tests.conftest import run_e2e
+
+    files = {k: str(FIX / v) for k, v in (("products", "items_shuffle_1000.json"),
+                                          ("attributes", "items_ins_v2_1000.json"),
+                                          ("human", "items_human_ins.json"))}
+    spec, metrics = run_e2e(tmp_path, ["benchmark=webshop", "method=react", "backbone=local", "limit=1",
+                                       "benchmark.name=webshop-fixture", "benchmark.allow_unverified_data=true",
+                                       *[f"benchmark.files.{k}={v}" for k, v in files.items()],
+                                       "benchmark.env.max_steps=2", "benchmark.env.process=false",
+                                       "backbone.sampling.max_tokens=24", "method.params.style=react",
+                                       "method.params.few_shot=0", "method.params.elicit_confidence=none"])
+    p = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
+    assert p["status"] == "ok", p.get("error")
+    ep = p["trace"]["episodes"][0]
+    assert p["calls"] == ep["calls"] == ep["steps"] and 1 <= ep["steps"] <= 2
+    assert metrics["complete"] and p["score"] in (0.0, 1.0)
