@@ -149,3 +149,18 @@ def test_frozen_workflow_runs_on_test_like_any_method(tiny):
     pred = json.loads((test_spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert pred["id"].startswith("t") and pred["trace"]["artifact"]["sha256"] == load_artifact(path)["sha256"]
     assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
+
+
+def test_the_frozen_workflow_refuses_problems_the_search_scored(tiny):
+    spec = aflow_spec(tiny, rounds=1, validate_runs=1)
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert doc["validate_ids"] == ["v0", "v1", "v2", "v3"]
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    leak = aflow_spec(tiny)
+    leak.benchmark_cfg["split"] = "validate"
+    leak.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+                       "params": {"artifact": str(path)}, "roles": ["executor"]}
+    leak.full_config["method"] = leak.method_cfg
+    metrics = asyncio.run(Runner(leak, backbone=ScriptedBackbone(AFlowScript())).run())
+    assert not metrics["complete"] and metrics["n_errors"] == 4
+    assert "would be a leak" in metrics["first_error"]["error"]

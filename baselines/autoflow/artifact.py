@@ -71,21 +71,25 @@ class ArtifactMethod:
     benchmark name), so one method config serves every benchmark of a table.
 
     ``allow_transfer: false`` refuses an artifact searched on another benchmark (AFlow's transfer
-    experiments set it true explicitly)."""
+    experiments set it true explicitly). A problem the search was scored on (``validate_ids``) is refused
+    (an error, not a score): testing on searched problems would be a leak (HotpotQA ships no test file, so
+    its default split is the validate one); ``allow_searched_problems: true`` lifts it, the trace says so."""
 
-    def __init__(self, artifact: str, allow_transfer: bool = False, name: str | None = None) -> None:
+    def __init__(self, artifact: str, allow_transfer: bool = False, allow_searched_problems: bool = False,
+                 name: str | None = None) -> None:
         if not artifact:
             raise ArtifactError("method.params.artifact is not set: give the artifact.json a search wrote")
         self.name = name or ""
         self.artifact = str(artifact)
         self.allow_transfer = bool(allow_transfer)
-        self._loaded: dict[str, tuple[dict[str, Any], Method, str]] = {}
+        self.allow_searched = bool(allow_searched_problems)
+        self._loaded: dict[str, tuple[dict[str, Any], Method, str, frozenset[str]]] = {}
         self._lock = asyncio.Lock()
 
     def path_for(self, benchmark: str) -> Path:
         return Path(self.artifact.replace("{benchmark}", benchmark))
 
-    async def _method(self, benchmark: str) -> tuple[dict[str, Any], Method, str]:
+    async def _method(self, benchmark: str) -> tuple[dict[str, Any], Method, str, frozenset[str]]:
         async with self._lock:
             if benchmark not in self._loaded:
                 path = self.path_for(benchmark)
@@ -96,14 +100,19 @@ class ArtifactMethod:
                 wf = doc["workflow"]
                 inner = build_method({"name": self.name or doc["method"], "solver": wf["solver"],
                                       "params": dict(wf.get("params") or {})})
-                self._loaded[benchmark] = (doc, inner, str(path))
+                self._loaded[benchmark] = (doc, inner, str(path), frozenset(doc.get("validate_ids") or ()))
             return self._loaded[benchmark]
 
     async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
-        doc, inner, path = await self._method(ctx.benchmark.name)
+        doc, inner, path, searched = await self._method(ctx.benchmark.name)
+        leak = problem.id in searched and doc["benchmark"] == ctx.benchmark.name
+        if leak and not self.allow_searched:
+            raise ArtifactError(f"problem {problem.id} was in the search's {doc['split']} split: scoring the "
+                                "frozen workflow on it would be a leak; run the test split (benchmark.split=test) "
+                                "or set method.params.allow_searched_problems=true (recorded)")
         sol = await inner.solve(problem, ctx)
         trace = dict(sol.trace)
         trace["artifact"] = {"path": path, "sha256": doc["sha256"], "version": doc["version"],
                              "method": doc["method"], "searched_on": doc["benchmark"],
-                             "validate_score": doc["validate_score"]}
+                             "validate_score": doc["validate_score"], "searched_problem": leak}
         return Solution(answer=sol.answer, confidence=sol.confidence, trace=trace)

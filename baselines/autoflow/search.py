@@ -94,6 +94,7 @@ class SearchContext:
         self.roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg, list(SEARCH_ROLES))
         self.role_info: dict[str, Any] = {}
         self._backbones: dict[str, Any] = {}
+        self.evaluated_ids: set[str] = set()  # every validate problem a candidate was scored on
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
@@ -150,6 +151,7 @@ class SearchContext:
         problems = getattr(runner, "_problems", {}) or {}
         questions = {pid: runner.benchmark.render(p) for pid, p in problems.items()}
         preds = list({r["id"]: r for r in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}.values())
+        self.evaluated_ids.update(r["id"] for r in preds)
         if not metrics.get("complete"):
             first = metrics.get("first_error") or {}
             raise SearchIncomplete(f"validate run {spec.out_dir} is incomplete ({metrics.get('n_errors', 0)} "
@@ -229,6 +231,7 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
         "history": result.history, "extra": result.extra, "roles": sctx.role_info,
         "optimizer": sctx.role_info.get("optimizer"), "executor": sctx.role_info.get("executor"),
         "search_cost": sctx.cost(), "search_config": search_cfg,
+        "validate_ids": sorted(sctx.evaluated_ids),  # the test-time method refuses these (no test-on-search leak)
         "deviations": list(spec.method_cfg.get("deviations") or []), "created": time.time(),
         "search_wall_s": round(time.time() - started, 3),
     }

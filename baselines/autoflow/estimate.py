@@ -1,0 +1,141 @@
+"""Estimated paper-protocol search + test cost of a searched method, from calls counted with the scripted double.
+
+    python -m baselines.autoflow.estimate method=aflow benchmark=gsm8k [optimizer_price=3,15] [executor_price=0.15,0.6]
+
+Runs the method's real search loop (its prompts, selection, operators, sandbox) at the paper's round count
+with a scripted double: the optimiser always proposes a representative workflow (``SHAPES``: by default
+AFlow's typical found shape, three ``Custom`` solutions + ``ScEnsemble``) under a new modification name, the
+executor answers with ``reply_words`` words. Each round is evaluated once on ONE validate problem; the
+counted tokens are scaled to the whole validate split x ``validate_runs``. Tokens are words x 1.4 (the
+README's rule for Table 1). Test cost: the frozen workflow's tokens per problem x the test split x 3 seeds.
+
+An ESTIMATE: real optimisers write other workflows (often longer ones), real executors other lengths.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from harness.results import read_jsonl_tolerant
+
+TOKENS_PER_WORD = 1.4
+SHAPES = {
+    "ensemble3": '''import asyncio
+class Workflow:
+    def __init__(self, name: str, llm_config, dataset: DatasetType) -> None:
+        self.llm = create_llm_instance(llm_config)
+        self.custom = operator.Custom(self.llm)
+        self.sc_ensemble = operator.ScEnsemble(self.llm)
+
+    async def __call__(self, problem: str, *rest):
+        sols = await asyncio.gather(*[self.custom(input=problem, instruction=prompt_custom.SOLVE_PROMPT)
+                                      for _ in range(3)])
+        best = await self.sc_ensemble(solutions=[s["response"] for s in sols], problem=problem)
+        return best["response"], self.llm.get_usage_summary()["total_cost"]
+''',
+}
+SHAPE_PROMPT = 'SOLVE_PROMPT = """Solve the problem step by step and give the final answer at the end."""\n'
+
+
+class EstimateScript:
+    def __init__(self, shape: str, reply_words: int, optimizer_words: int) -> None:
+        self.graph = SHAPES[shape]
+        self.reply_words, self.optimizer_words = reply_words, optimizer_words
+        self.proposals = 0
+
+    def __call__(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+        text = messages[-1]["content"]
+        if "You are building a Graph" in text or "<modification>" in text:
+            self.proposals += 1
+            idea = " ".join(["idea"] * max(0, self.optimizer_words - len(self.graph.split())))
+            return (f"{idea}\n<modification>modification {self.proposals}</modification>\n<graph>{self.graph}</graph>"
+                    f"\n<prompt>{SHAPE_PROMPT}</prompt>")
+        filler = " ".join(["step"] * self.reply_words)
+        if "solution_letter" in text:
+            return f"<thought>{filler}</thought>\n<solution_letter>A</solution_letter>"
+        return f"{filler}\nThe answer is 0. \\boxed{{0}}"
+
+
+def _price(text: str) -> tuple[float, float]:
+    a, b = (float(x) for x in text.split(","))
+    return a, b
+
+
+def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int = 215, optimizer_words: int = 700,
+             optimizer_price: tuple[float, float] = (3.0, 15.0),
+             executor_price: tuple[float, float] = (0.15, 0.6)) -> dict[str, Any]:
+    from baselines.autoflow.search import run_search, search_dir
+    from harness.benchmark import build_benchmark
+    from harness.runner import spec_from_config
+    from tests.doubles import ScriptedBackbone
+    from scripts.runs import compose
+
+    tmp = Path(tempfile.mkdtemp(prefix="autoflow-estimate-"))
+    cfg = compose([*overrides, f"results_root={tmp}", "cache.mode=off", "runner.progress=false"])
+    params = cfg["method"]["search"]["params"]
+    paper_runs = int(params.get("validate_runs", 1))
+    params.update(validate_runs=1, validate_limit=1, check_convergence=False)
+    bench = dict(cfg["benchmark"])
+    n_validate = len(build_benchmark({**bench, "split": cfg["method"]["search"].get("split", "validate"),
+                                      "limit": None}).load()[0])
+    try:
+        n_test: int | None = len(build_benchmark({**bench, "split": "test", "limit": None}).load()[0])
+    except ValueError:  # no test split shipped (HotpotQA)
+        n_test = None
+    spec = spec_from_config(cfg)
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(EstimateScript(shape, reply_words,
+                                                                                optimizer_words))))
+    out = search_dir(spec, cfg["method"]["search"])
+    opt = [r for r in read_jsonl_tolerant(out / "optimizer" / "calls.jsonl")]
+    opt_p = sum(r["prompt_tokens"] for r in opt) * TOKENS_PER_WORD
+    opt_c = sum(r["completion_tokens"] for r in opt) * TOKENS_PER_WORD
+    exe_p = exe_c = 0.0
+    calls = 0
+    last_pp = (0.0, 0.0, 0)
+    for h in doc["history"]:
+        for run in h.get("runs") or []:
+            rows = read_jsonl_tolerant(Path(run["dir"]) / "calls.jsonl")
+            p = sum(r["prompt_tokens"] for r in rows) * TOKENS_PER_WORD
+            c = sum(r["completion_tokens"] for r in rows) * TOKENS_PER_WORD
+            scale = n_validate * paper_runs / max(1, run["n"])
+            exe_p, exe_c, calls = exe_p + p * scale, exe_c + c * scale, calls + len(rows) * scale
+            last_pp = (p / max(1, run["n"]), c / max(1, run["n"]), len(rows) / max(1, run["n"]))
+    usd_opt = (opt_p * optimizer_price[0] + opt_c * optimizer_price[1]) / 1e6
+    usd_exe = (exe_p * executor_price[0] + exe_c * executor_price[1]) / 1e6
+    test_p, test_c = last_pp[0] * (n_test or 0) * 3, last_pp[1] * (n_test or 0) * 3
+    usd_test = (test_p * executor_price[0] + test_c * executor_price[1]) / 1e6
+    return {"method": spec.method_cfg["name"], "benchmark": spec.benchmark_cfg["name"], "shape": shape,
+            "rounds": len(doc["history"]), "validate_problems": n_validate, "validate_runs": paper_runs,
+            "search": {"optimizer": {"calls": len(opt), "prompt_tokens": round(opt_p), "completion_tokens": round(opt_c),
+                                     "usd": round(usd_opt, 2), "price_per_1m": optimizer_price},
+                       "executor": {"calls": round(calls), "prompt_tokens": round(exe_p),
+                                    "completion_tokens": round(exe_c), "usd": round(usd_exe, 2),
+                                    "price_per_1m": executor_price}},
+            "test": {"problems": n_test, "seeds": 3, "calls_per_problem": last_pp[2],
+                     "prompt_tokens": round(test_p), "completion_tokens": round(test_c), "usd": round(usd_test, 2)},
+            "assumptions": {"tokens_per_word": TOKENS_PER_WORD, "executor_reply_words": reply_words,
+                            "optimizer_reply_words": optimizer_words}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    opts = {"shape": "ensemble3", "optimizer_price": "3,15", "executor_price": "0.15,0.6"}
+    rest = []
+    for a in args:
+        k, _, v = a.partition("=")
+        if k in opts:
+            opts[k] = v
+        else:
+            rest.append(a)
+    res = estimate(rest, shape=opts["shape"], optimizer_price=_price(opts["optimizer_price"]),
+                   executor_price=_price(opts["executor_price"]))
+    print(json.dumps(res, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,47 @@
+"""End-to-end: a tiny AFlow search (2 rounds, 1 validate run, 1 GSM8K validate problem) through the real
+Hydra config, HTTP client, embedded model, sandbox channel, cache and ledger; then the frozen workflow on
+1 test problem via ``python -m harness.run``'s path. Sizes are cut for CI (the paper's are in
+configs/method/aflow.yaml and unit-tested with the scripted double)."""
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from baselines.autoflow.artifact import load_artifact
+from baselines.autoflow.search import run_search, search_dir
+from harness.runner import spec_from_config
+from tests import conftest
+from tests.conftest import check_run_files, compose, run_e2e
+
+TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=48",
+        "method.search.params.rounds=2", "method.search.params.validate_runs=1",
+        "method.search.params.max_regenerations=1", "method.search.params.optimizer_max_tokens=32"]
+
+
+@pytest.mark.slow
+def test_aflow_tiny_search_then_test(tmp_path):
+    cfg = compose([*TINY, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
+                   "runner.progress=false"])
+    spec = spec_from_config(cfg)
+    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    assert load_artifact(path)["sha256"] == doc["sha256"]
+    hist = doc["history"]
+    assert [h["round"] for h in hist] == [1, 2]
+    assert hist[0]["status"] == "ok" and len(hist[0]["scores"]) == 1 and 0.0 <= hist[0]["mean"] <= 1.0
+    assert hist[1]["status"] in ("ok", "workflow_failed", "no_candidate")  # a 0.5B optimiser rarely writes XML
+    cost = doc["search_cost"]["by_role"]
+    assert cost["optimizer"]["calls"] == 1 and cost["optimizer"]["prompt_tokens"] > 1000
+    assert cost["executor"]["calls"] >= 1 and "default" not in cost
+    assert doc["executor"]["model"] == doc["optimizer"]["model"]  # one embedded model plays both roles here
+    pred = json.loads(open(f"{hist[0]['runs'][0]['dir']}/predictions.jsonl").readline())
+    assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
+
+    test_spec, metrics = run_e2e(tmp_path, ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1",
+                                            "backbone.sampling.max_tokens=48"])
+    preds = check_run_files(test_spec, metrics, 1)
+    assert metrics["complete"] and set(metrics["by_role"]) == {"executor"}
+    assert preds[0]["trace"]["artifact"]["sha256"] == doc["sha256"]
+    assert preds[0]["trace"]["workflow"]["ok"]
