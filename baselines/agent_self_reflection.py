@@ -25,7 +25,9 @@ REVISE = ("Your previously proposed action for this step was: {action}\n"
 
 def _validation_messages(policy: Any, ctx: Any, state: AgentState, action: str) -> list[dict[str, str]]:
     msgs = policy.messages(ctx, state, elicit=False)
-    user = msgs[-1]["content"].rsplit("Now it's your turn", 1)[0].rstrip()  # the step's context, not the ask
+    user = msgs[-1]["content"]  # the step's context without the ask (AUQ template / ReAct transcript)
+    user = user.rsplit("Now it's your turn", 1)[0] if policy.style == "auq" else user.rsplit("\n\nContinue with", 1)[0]
+    user = user.rstrip()
     return msgs[:-1] + [{"role": "user", "content": user + "\n\n" + VALIDATE.format(action=action or "(none)")}]
 
 
