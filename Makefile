@@ -145,3 +145,21 @@ figures: install
 
 cost-estimate: install data
 	$(PY) -m scripts.estimate_cost measured=$(BACKBONE) target=gpt-4o-mini
+
+# ---- AUQ (arXiv 2601.15703): tables and figures (scripts/auq_tables.py, scripts/experiments/auq_main.yaml) ----
+# SIZE: smoke | embedded (default on local) | paper; WebShop cells need `make data` with internet.
+AUQ_DEPS = $(BACKBONE_DEPS) install-agents data
+.PHONY: reproduce-auq-table1 reproduce-auq-table2 reproduce-auq-fig3 reproduce-auq-fig4 reproduce-auq-fig5 \
+        reproduce-auq-fig6 reproduce-auq auq-figures
+reproduce-auq-table1 reproduce-auq-table2 reproduce-auq-fig3: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_tables run what=table1 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+reproduce-auq-fig4: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_tables run what=fig4 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+reproduce-auq-fig5: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_tables run what=fig5 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+reproduce-auq-fig6: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_tables run what=fig6 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+reproduce-auq: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_tables run what=all backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+auq-figures: install
+	$(PY) -m scripts.auq_tables build $(ARGS)

@@ -81,8 +81,10 @@ def footnotes_for(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, An
     for d in devs:
         if str(d) not in out:
             out.append(str(d))
-    if proto and proto.get("overrides") and any(a.runs for a in aggs.values()):
-        out.append(f"size '{proto.get('name')}': {' '.join(proto['overrides'])} (the paper: 50 steps, full replies)")
+    if proto and any(a.runs for a in aggs.values()):
+        red = [*(proto.get("overrides") or []), *((proto.get("method_overrides") or {}).get(row["method"]) or [])]
+        if red:
+            out.append(f"size '{proto.get('name')}': {' '.join(red)} (the paper: 50 steps, full replies)")
     return out
 
 
@@ -546,6 +548,7 @@ def plan_items(exp: dict[str, Any], what: str, backbone: str, proto: dict[str, A
         for s in seeds:
             ov = [*base, f"method={m}", f"benchmark={bench}", f"experiment={experiment}", f"seed={s}",
                   *(exp.get("benchmark_overrides") or {}).get(bench, []), *(rows.get(m, {}).get("overrides") or []),
+                  *((proto.get("method_overrides") or {}).get(m) or []),
                   *extra, *([f"limit={lim}"] if lim is not None else [])]
             out.append((f"{experiment}/{bench}/{m}{' '.join(extra) and ' ' + ' '.join(extra)}/seed={s}", ov))
         return out
