@@ -11,3 +11,6 @@ HAND_CRAFTED_MULTI_AGENT = ["self_refine", "llm_debate", "llm_blender", "dylan"]
 TABLE1 = SINGLE_AGENT + HAND_CRAFTED_MULTI_AGENT
 EXTRA = ["tot", "self_reflection", "self_reflection_step"]
 ALL = TABLE1 + EXTRA
+# agents for the environment benchmarks (ALFWorld, WebShop; AUQ Tables 1-2): agents/README.md. Not in ALL:
+# they need an environment benchmark.
+AGENT_BASELINES = ["react", "reflexion", "agent_self_reflection", "agent_cot_sc"]
