@@ -11,6 +11,13 @@ The verdict is the last ``[[True]]``/``[[False]]`` of the judge's reply (DyFlow'
 exactly that). A reply with neither is *unparsed*: recorded, left out of ``judge_score`` and counted
 (``n_unparsed``) — it is the judge model's answer, not an infrastructure failure. A judge call that
 fails (no reply, dead server) raises, and the runner makes the problem an error: never a 0.
+
+``kind: benchmark`` lets the benchmark write the judge's messages and read its reply
+(``judge_messages(problem, answer)``, ``judge_parse(text, problem) -> {"score": ...} | None``), e.g.
+DeepResearch Bench's RACE; an unusable reply is asked again up to ``max_attempts`` times (distinct
+samples). ``headline: true`` makes the judge's score the prediction's score (a benchmark with no
+deterministic scorer): the run then refuses to start without the judge role, and a reply still
+unusable after ``max_attempts`` is the problem's error.
 """
 from __future__ import annotations
 
@@ -25,28 +32,39 @@ JUDGE_VERSION = "1"
 _VERDICT = re.compile(r"\[\[\s*(true|false)\s*\]\]", re.IGNORECASE)
 
 
+class JudgeUnparsed(RuntimeError):
+    """A headline judge gave no usable reply within ``max_attempts``."""
+
+
 @dataclass(frozen=True)
 class JudgeSpec:
-    prompt: str
+    prompt: str | None
     max_tokens: int | None = None
     temperature: float = 0.0
+    kind: str = "verdict"       # verdict ([[True]]/[[False]] from `prompt`) | benchmark (its own messages/parser)
+    headline: bool = False      # the judge's score is the prediction's score
+    max_attempts: int = 1
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any] | None) -> "JudgeSpec | None":
         """The benchmark's ``judge:`` block, or None when absent or ``enabled: false``."""
         if not cfg or not cfg.get("enabled", False):
             return None
+        kind = str(cfg.get("kind", "verdict"))
+        if kind not in ("verdict", "benchmark"):
+            raise ValueError(f"benchmark.judge.kind={kind!r}: choose verdict or benchmark")
         prompt = cfg.get("prompt")
-        if not isinstance(prompt, str) or "{solution}" not in prompt:
+        if kind == "verdict" and (not isinstance(prompt, str) or "{solution}" not in prompt):
             raise ValueError("benchmark.judge.prompt must be a template with a {solution} slot "
                              "(and optionally {question} / {problem} and {ground_truth})")
         mt = cfg.get("max_tokens")
-        return cls(prompt=prompt, max_tokens=None if mt is None else int(mt),
-                   temperature=float(cfg.get("temperature", 0.0)))
+        return cls(prompt=prompt if kind == "verdict" else None, max_tokens=None if mt is None else int(mt),
+                   temperature=float(cfg.get("temperature", 0.0)), kind=kind,
+                   headline=bool(cfg.get("headline", False)), max_attempts=max(1, int(cfg.get("max_attempts", 1))))
 
     @property
-    def prompt_sha256(self) -> str:
-        return hashlib.sha256(self.prompt.encode()).hexdigest()
+    def prompt_sha256(self) -> str | None:
+        return None if self.prompt is None else hashlib.sha256(self.prompt.encode()).hexdigest()
 
 
 def role_configured(roles_cfg: dict[str, Any] | None) -> bool:
@@ -70,24 +88,39 @@ def judge_fields(benchmark: Any, problem: Any) -> dict[str, str]:
     return {"question": benchmark.render(problem), "ground_truth": str(problem.gold)}
 
 
-async def judge_answer(llm: Any, spec: JudgeSpec, fields: dict[str, str], answer: str, *, problem_id: str,
-                       seed: int, sink: Callable[[Any], None], adapter: str | None = None) -> dict[str, Any]:
-    """One judge call; ``{"score": 1.0|0.0|None, "verdict": "true"|"false"|"unparsed", ...}``.
+async def judge_answer(llm: Any, spec: JudgeSpec, benchmark: Any, problem: Any, answer: str, *, seed: int,
+                       sink: Callable[[Any], None], adapter: str | None = None) -> dict[str, Any]:
+    """Judge one answer; ``{"score": float|None, "verdict": "true"|"false"|"scored"|"unparsed", ...}``.
 
     Backbone failures propagate (the runner turns them into the problem's error)."""
-    question = fields.get("question", "")
-    prompt = spec.prompt.format_map({"question": question, "problem": question,
-                                     "ground_truth": fields.get("ground_truth", ""), "solution": answer or ""})
     sampling: dict[str, Any] = {"temperature": spec.temperature}
     if spec.max_tokens is not None:
         sampling["max_tokens"] = spec.max_tokens
-    comps = await llm.generate([{"role": "user", "content": prompt}], stage=JUDGE_STAGE, problem_id=problem_id,
-                               seed=seed, sink=sink, role=JUDGE_ROLE, adapter=adapter, **sampling)
-    text = comps[0].text
-    verdict = parse_verdict(text)
-    return {"score": None if verdict is None else float(verdict),
-            "verdict": "unparsed" if verdict is None else ("true" if verdict else "false"),
-            "output": text[-1500:], "version": JUDGE_VERSION, "prompt_sha256": spec.prompt_sha256}
+    if spec.kind == "benchmark":
+        messages = benchmark.judge_messages(problem, answer)
+    else:
+        fields = judge_fields(benchmark, problem)
+        question = fields.get("question", "")
+        messages = [{"role": "user", "content": spec.prompt.format_map(  # type: ignore[union-attr]
+            {"question": question, "problem": question, "ground_truth": fields.get("ground_truth", ""),
+             "solution": answer or ""})}]
+    text = ""
+    for attempt in range(spec.max_attempts):
+        comps = await llm.generate(messages, stage=JUDGE_STAGE, problem_id=problem.id, seed=seed, sink=sink,
+                                   role=JUDGE_ROLE, adapter=adapter, sample_offset=attempt, **sampling)
+        text = comps[0].text
+        base = {"output": text[-1500:], "version": JUDGE_VERSION, "prompt_sha256": spec.prompt_sha256,
+                "attempts": attempt + 1}
+        if spec.kind == "benchmark":
+            parsed = benchmark.judge_parse(text, problem)
+            if parsed is not None:
+                return {**base, **parsed, "verdict": "scored", "score": float(parsed["score"])}
+        else:
+            verdict = parse_verdict(text)
+            if verdict is not None:
+                return {**base, "score": float(verdict), "verdict": "true" if verdict else "false"}
+    return {"output": text[-1500:], "version": JUDGE_VERSION, "prompt_sha256": spec.prompt_sha256,
+            "attempts": spec.max_attempts, "score": None, "verdict": "unparsed"}
 
 
 def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
@@ -97,8 +130,13 @@ def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str,
     parsed = [p for p in judged if p["judge"].get("score") is not None]
     n = len(parsed)
     agree = sum(1 for p in parsed if (float(p["score"]) >= threshold) == (p["judge"]["score"] >= 0.5))
+    dims: dict[str, list[float]] = {}
+    for p in parsed:  # RACE-style judges: the mean per dimension too
+        for dim, v in ((p["judge"].get("race") or {}).get("dims") or {}).items():
+            dims.setdefault(dim, []).append(float(v["relative"]))
+    extra = {"dimensions": {d: sum(v) / len(v) for d, v in dims.items()}} if dims else {}
     return {"judge_score": sum(p["judge"]["score"] for p in parsed) / n if n else None,
             "judge_agreement": agree / n if n else None,
             "judge": {"n_judged": len(judged), "n_parsed": n, "n_unparsed": len(judged) - n,
                       "agree": agree, "correct_threshold": threshold,
-                      "prompt_sha256": sorted({p["judge"].get("prompt_sha256") for p in judged} - {None})}}
+                      "prompt_sha256": sorted({p["judge"].get("prompt_sha256") for p in judged} - {None}), **extra}}

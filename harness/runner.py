@@ -29,7 +29,7 @@ from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
 from harness.method import Method, build_method
 from harness.identity import backbone_identity, check_run_identity
-from harness.judge import JudgeSpec, judge_answer, judge_fields, judge_metrics
+from harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
 from harness.judge import role_configured as judge_role_configured
 from harness.llm import LLMClient, RunAborted
 from harness.spec import backbone_dir
@@ -37,7 +37,7 @@ from harness.validate import validate_run_config
 from harness.results import (ResultWriter, RunPaths, compute_metrics, pass_at_k, pending_exception,
                              read_jsonl_tolerant, resume_report, sample_seed)
 from harness.roles import Role, build_role_backbones, resolve_roles, role_identities
-from harness.types import Problem, Solution
+from harness.types import Problem, Score, Solution
 from harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
 
 
@@ -96,6 +96,9 @@ class Runner:
         # bench2: the benchmark's LLM judge (harness/judge.py) runs when the judge role is configured
         self._judge = JudgeSpec.from_config(spec.benchmark_cfg.get("judge"))
         if self._judge is not None and not judge_role_configured(spec.roles_cfg):
+            if self._judge.headline:
+                raise ValueError(f"benchmark {spec.benchmark_cfg['name']} is scored by an LLM judge only: set the "
+                                 "judge role, e.g. backbone@roles.judge=gpt-4o-mini (docs: harness/judge.py)")
             self._judge = None
         declared = spec.method_cfg.get("roles")
         if self._judge is not None and declared and "judge" not in declared:
@@ -275,6 +278,9 @@ class Runner:
             try:
                 if host is not None:  # the environment's verdict, never the method's claim
                     score = await self.benchmark.score_episodes(host.episodes, problem)
+                elif self._judge is not None and self._judge.headline:  # scored by the judge below
+                    _, rule = self.benchmark.extract(solution.answer, problem)
+                    score = Score(0.0, None, {"rule": rule, "scored_by": "judge"})
                 else:
                     score = await self.benchmark.score(solution.answer, problem)
                 value, extracted, details = score.value, score.extracted, score.details
@@ -287,9 +293,13 @@ class Runner:
         judged = None
         if self._judge is not None and status == "ok" and host is None:
             try:  # bench2: the LLM judge beside the deterministic score; its failure is an error, never a 0
-                judged = await judge_answer(ctx.llms["judge"], self._judge, judge_fields(self.benchmark, problem),
-                                            solution.answer, problem_id=problem.id, seed=ctx.seed,
-                                            sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
+                judged = await judge_answer(ctx.llms["judge"], self._judge, self.benchmark, problem, solution.answer,
+                                            seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
+                if self._judge.headline:
+                    if judged["score"] is None:
+                        raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s): "
+                                            f"{judged['output'][-200:]!r}")
+                    value = judged["score"]
             except (KeyboardInterrupt, asyncio.CancelledError, RunAborted):
                 raise
             except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume

@@ -1,0 +1,229 @@
+"""DeepResearch Bench (Du et al. 2025): 100 research tasks (50 zh, 50 en), scored by RACE with a judge model.
+
+RACE, as the benchmark's ``deepresearch_bench_race.py`` / ``utils/score_calculator.py`` define it (rules
+read, no code copied; ``../shared/datasets/README.md`` summarises them): the ``judge`` role gets the
+released merged score prompt (``evaluators/deepresearch_prompts/race_{en,zh}.txt``, by task language) with
+the task, ``article_1`` = the method's report, ``article_2`` = the reference article, and the task's
+criteria per dimension (criterion + explanation, weights removed, ``json.dumps(..., ensure_ascii=False,
+indent=2)``). Its reply must be JSON with the four dimensions, each a list of ``{criterion, analysis,
+article_1_score, article_2_score}``; a reply that does not parse or misses a dimension is asked again
+(``judge.max_attempts``, a distinct sample each time), as the release retries. Per dimension: the
+criterion-weighted mean of each article's scores (criterion text matched exactly, then case-insensitively,
+then by substring; unmatched: the dimension's mean weight); total = Σ dim_mean × ``dimension_weight``.
+The problem's score = target_total / (target_total + reference_total) (0.5 = as good as the reference);
+each dimension likewise. The headline is their mean over tasks (the paper reports ×100).
+
+Deviation (recorded in the config): the release first rewrites each article with an LLM "ArticleCleaner"
+(``prompt/clean_prompt.py``); here the report is judged as the method wrote it (``clean_articles: false``).
+
+The reference articles (``cleaned_data/reference.jsonl``, git blob ``2b0f0902…``) are not in
+``../shared/datasets``: ``make data`` downloads them for users with internet; without them the loader
+fails with one line. Search: the ``search`` tool is a local BM25 index (bm25s) over ``search.corpus``
+(a JSONL of ``{id, title, text}``); a web search backend is not built (``search.backend: web`` says so).
+"""
+from __future__ import annotations
+
+import json
+import re
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from evaluators.base import Benchmark, DataInfo
+from evaluators.data import DataMissingError, data_dir, read_jsonl, select
+from evaluators.partition import files_digest
+from harness.types import Problem, Score
+
+PROMPTS = Path(__file__).resolve().parent / "deepresearch_prompts"
+DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
+RACE_VERSION = "1"
+
+
+def criteria_for_prompt(criteria: dict[str, Any]) -> str:
+    """The criteria list the judge reads: per dimension, criterion + explanation (weights removed)."""
+    out = {dim: [{"criterion": c["criterion"], "explanation": c["explanation"]}
+                 for c in items if isinstance(c, dict) and "criterion" in c and "explanation" in c]
+           for dim, items in (criteria.get("criterions") or {}).items() if isinstance(items, list)}
+    return json.dumps(out, ensure_ascii=False, indent=2)
+
+
+def parse_race_json(text: str) -> dict[str, Any] | None:
+    """The judge's JSON (from a ```json block or the outermost braces, repaired once); None if unusable."""
+    m = re.search(r"```(?:json)?\s*(.*?)```", text or "", re.DOTALL)
+    body = m.group(1) if m else text or ""
+    start, end = body.find("{"), body.rfind("}")
+    if start < 0 or end <= start:
+        return None
+    body = body[start:end + 1]
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        import json_repair
+
+        data = json_repair.loads(body)
+    if not isinstance(data, dict) or not all(isinstance(data.get(d), list) for d in DIMENSIONS):
+        return None
+    return data
+
+
+def _weight_of(text: str, table: dict[str, float]) -> tuple[float, bool]:
+    if text in table:
+        return table[text], True
+    low = text.lower()
+    for key, w in table.items():
+        if key.lower() == low:
+            return w, True
+    for key, w in table.items():
+        if low in key.lower() or key.lower() in low:
+            return w, True
+    return sum(table.values()) / len(table), False
+
+
+def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, Any]:
+    """RACE's weighted scores for the target (article_1) and the reference (article_2)."""
+    dim_weights = criteria.get("dimension_weight") or {}
+    weights = {d: {c["criterion"]: float(c["weight"]) for c in items}
+               for d, items in (criteria.get("criterions") or {}).items()}
+    target_total = reference_total = 0.0
+    dims: dict[str, dict[str, float]] = {}
+    unmatched: list[str] = []
+    for dim, items in judged.items():
+        if dim not in dim_weights or not weights.get(dim) or not isinstance(items, list):
+            continue
+        t_sum = r_sum = w_sum = 0.0
+        for item in items:
+            if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
+                continue
+            try:
+                s1 = float(item["article_1_score"])
+                s2 = None if item.get("article_2_score") is None else float(item["article_2_score"])
+            except (KeyError, TypeError, ValueError):
+                continue
+            w, matched = _weight_of(item["criterion"].strip(), weights[dim])
+            if not matched:
+                unmatched.append(f"{dim}:{item['criterion'][:60]}")
+            t_sum += s1 * w
+            r_sum += (s2 or 0.0) * w
+            w_sum += w
+        t_avg = t_sum / w_sum if w_sum else 0.0
+        r_avg = r_sum / w_sum if w_sum else 0.0
+        dims[dim] = {"target": t_avg, "reference": r_avg,
+                     "relative": t_avg / (t_avg + r_avg) if t_avg + r_avg > 0 else 0.0}
+        target_total += t_avg * float(dim_weights[dim])
+        reference_total += r_avg * float(dim_weights[dim])
+    overall = target_total / (target_total + reference_total) if target_total + reference_total > 0 else 0.0
+    return {"overall": overall, "target_total": target_total, "reference_total": reference_total,
+            "dims": dims, "unmatched": unmatched}
+
+
+class DeepResearchBench(Benchmark):
+    domain = "research"
+    hidden_fields = ("criteria", "reference")
+
+    def load(self, root: str | Path | None = None) -> tuple[list[Problem], DataInfo]:
+        base = data_dir(root)
+        files = self.cfg["files"]
+        tasks = read_jsonl(base / files["queries"])
+        criteria = {c["prompt"]: c for c in read_jsonl(base / files["criteria"])}
+        ref_path = base / files["reference"]
+        if not ref_path.is_file():
+            raise DataMissingError(
+                f"DeepResearch Bench reference articles {ref_path} are missing (RACE scores against them): run "
+                "`make data` with internet access (it downloads cleaned_data/reference.jsonl and checks its git "
+                "blob id 2b0f090208527f0bf518516458de91b1d5a8fe75); they are not in ../shared/datasets")
+        references = {r["prompt"]: r["article"] for r in read_jsonl(ref_path)}
+        langs = self.cfg.get("languages")
+        rows = [t for t in tasks if not langs or t["language"] in langs]
+        for t in rows:
+            for what, table in (("criteria", criteria), ("reference article", references)):
+                if t["prompt"] not in table:
+                    raise ValueError(f"DeepResearch Bench task {t['id']}: no {what} for its prompt")
+        idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
+                     sample_seed=int(self.cfg.get("sample_seed", 0)))
+        problems = [self._problem(rows[i], pos, criteria, references) for pos, i in enumerate(idx)]
+        paths = [base / files[k] for k in ("queries", "criteria", "reference")]
+        return problems, DataInfo(file="+".join(map(str, paths)), sha256=files_digest(paths), total=len(rows),
+                                  selected=len(problems), split=str(self.cfg.get("split", "test")))
+
+    def _problem(self, row: dict[str, Any], pos: int, criteria: dict[str, Any], refs: dict[str, str]) -> Problem:
+        fields = {"prompt": row["prompt"], "language": row["language"], "topic": row.get("topic"),
+                  "criteria": criteria[row["prompt"]], "reference": refs[row["prompt"]]}
+        return Problem(id=f"deepresearch/{row['id']}", index=pos, fields=fields, gold=refs[row["prompt"]],
+                       benchmark=self.name)
+
+    def render(self, problem: Problem) -> str:
+        return problem.fields["prompt"]
+
+    def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
+        return (text or "").strip(), "article"
+
+    async def score(self, text: str, problem: Problem) -> Score:
+        raise RuntimeError("DeepResearch Bench has no deterministic score: RACE is computed by the judge role "
+                           "(benchmark.judge.headline: true); set backbone@roles.judge=<config>")
+
+    # ---- RACE through the runner's judge (harness/judge.py, kind: benchmark) ----------------------
+    def judge_messages(self, problem: Problem, answer: str) -> list[dict[str, str]]:
+        lang = "zh" if problem.fields["language"] == "zh" else "en"
+        template = (PROMPTS / f"race_{lang}.txt").read_text(encoding="utf-8")
+        prompt = template.format(task_prompt=problem.fields["prompt"], article_1=(answer or "").strip(),
+                                 article_2=problem.fields["reference"],
+                                 criteria_list=criteria_for_prompt(problem.fields["criteria"]))
+        return [{"role": "user", "content": prompt}]
+
+    def judge_parse(self, text: str, problem: Problem) -> dict[str, Any] | None:
+        judged = parse_race_json(text)
+        if judged is None:
+            return None
+        race = race_scores(judged, problem.fields["criteria"])
+        return {"score": race["overall"], "race": race, "race_version": RACE_VERSION}
+
+    # ---- the search tool ----------------------------------------------------------------------------
+    @cached_property
+    def _index(self) -> "BM25Corpus | None":
+        search = self.cfg.get("search") or {}
+        backend = search.get("backend", "bm25")
+        if backend != "bm25":
+            raise ValueError(f"benchmark.search.backend={backend!r}: only the local bm25 corpus is built "
+                             "(a web search backend is not)")
+        if not search.get("corpus"):
+            return None
+        path = Path(search["corpus"])
+        return BM25Corpus(path if path.is_absolute() else data_dir() / path)
+
+    def tools(self, problem: Problem):  # noqa: ANN201 - list[harness.tools.Tool]
+        from harness.tools import Tool
+
+        index = self._index
+        if index is None:
+            return []
+        k_default = int((self.cfg.get("search") or {}).get("k", 5))
+
+        def search(query: str, k: int = k_default) -> list[dict[str, str]]:
+            return index.search(str(query), int(k))
+
+        return [Tool("search", search, "Search the document collection; returns the k best {id, title, text} "
+                     "passages for a query (BM25).", {"query": "what to look for", "k": "how many results"})]
+
+
+class BM25Corpus:
+    """A local BM25 index (bm25s, English stop words) over a JSONL of ``{id, title, text}`` documents."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            import bm25s
+        except ImportError as exc:  # the `agents` extra
+            raise RuntimeError("the search tool needs bm25s: pip install -e '.[agents]'") from exc
+        self.docs = read_jsonl(path)
+        self._bm25s = bm25s
+        self._index = bm25s.BM25()
+        self._index.index(bm25s.tokenize([f"{d.get('title', '')} {d['text']}" for d in self.docs],
+                                         stopwords="en", show_progress=False), show_progress=False)
+
+    def search(self, query: str, k: int = 5) -> list[dict[str, str]]:
+        k = max(1, min(k, len(self.docs)))
+        tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
+        if not tokens.vocab:  # nothing left of the query after stop words
+            return []
+        ids, scores = self._index.retrieve(tokens, k=k, show_progress=False)
+        return [{"id": str(self.docs[i].get("id", i)), "title": self.docs[i].get("title", ""),
+                 "text": self.docs[i]["text"]} for i, s in zip(ids[0], scores[0]) if s > 0]
