@@ -68,8 +68,19 @@ class PartitionedMATH(Partitioned, MATH):
             rows = [r for r in rows if (r.get("type") or r.get("subject")) in types]
         return super().filter_rows(rows)
 
+    hidden_fields = ("solution",)
+
     def partition_key(self, row: dict[str, Any]) -> str:
         return str(row["unique_id"])
+
+    def make_problem(self, row: dict[str, Any], row_index: int):  # noqa: ANN201 - harness.types.Problem
+        problem = super().make_problem(row, row_index)
+        problem.fields["solution"] = row.get("solution")  # hidden; what DyFlow's MATH judge compares against
+        return problem
+
+    def judge_fields(self, problem: Any) -> dict[str, str]:
+        """DyFlow's MATH judge reads the reference *solution* (``problem['solution']`` in its benchmarks/math.py)."""
+        return {"question": self.render(problem), "ground_truth": str(problem.fields.get("solution") or problem.gold)}
 
 
 class PartitionedHumanEval(Partitioned, HumanEval):

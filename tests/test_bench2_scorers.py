@@ -241,3 +241,14 @@ def test_math_l5_and_humaneval_dyflow_splits():
     he = {**yaml.safe_load((ROOT / "configs/benchmark/humaneval.yaml").read_text()), **_cfg("humaneval_dyflow")}
     sizes = {s: len(build_benchmark({**he, "split": s}).load()[0]) for s in ("train", "test", "full")}
     assert sizes == {"train": 55, "test": 109, "full": 164}
+
+
+def test_math_l5_judge_reads_the_reference_solution_which_methods_do_not_see():
+    _needs("math/math_test_full.jsonl")
+    from harness.judge import judge_fields
+    from harness.view import ProblemView
+
+    b = build_benchmark(_cfg("math_l5", split="test"))
+    p = b.load()[0][0]
+    assert "\\boxed" in judge_fields(b, p)["ground_truth"]
+    assert "solution" not in ProblemView.of(p, b.hidden()).fields
