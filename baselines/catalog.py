@@ -14,3 +14,5 @@ ALL = TABLE1 + EXTRA
 # agents for the environment benchmarks (ALFWorld, WebShop; AUQ Tables 1-2): agents/README.md. Not in ALL:
 # they need an environment benchmark.
 AGENT_BASELINES = ["react", "reflexion", "agent_self_reflection", "agent_cot_sc"]
+# AUQ's own variants (configs/method/auq_*.yaml; auq/README.md): environment benchmarks only, as above.
+AUQ = ["auq_forward", "auq_inverse", "auq_dual"]
