@@ -173,7 +173,7 @@ async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | N
             wasted += 1
         if valid or invalid_action == "send":
             to_send = sent if valid else (d.action.strip() if d.action and d.action.strip() else UNPARSABLE)
-            res = await session.step(to_send, **({"proposed": d.action} if d.action != to_send else {}), **extra)
+            res = await session.step(to_send, **{**extra, **({"proposed": d.action} if d.action != to_send else {})})
             result = "OK." if thought else profile.clean(res.observation)
             info = dict(res.info or {})
             reward += float(res.reward)
@@ -182,15 +182,15 @@ async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | N
             state.actions = res.actions
         else:  # skip: nothing reaches the environment; the loop applies the cap itself
             to_send, info = None, {"skipped": True}
-            session.record(wasted=True, proposed=d.action, **extra)
+            session.record(**{**extra, "wasted": True, "proposed": d.action})
             result = SKIPPED.format(action=d.action or "")
-            if state.max_steps is not None and state.step + 1 >= state.max_steps:
-                done, truncated = True, True
         state.turns.append(Turn(observation=state.observation, action=(d.action or "").strip(), raw=d.raw,
                                 confidence=d.confidence, explanation=d.explanation, valid=valid, info=info,
                                 think=d.extra.get("think"), result=result, sent=to_send, calls=int(d.calls),
                                 thought=thought))
         state.observation = result
+        if not done and state.max_steps is not None and state.step >= state.max_steps:
+            done, truncated = True, True  # skipped steps count too (sent ones: the host has already capped)
         if not done and stop_when is not None and stop_when(state):
             session.record(stopped_by_agent=True)  # e.g. Reflexion ends a trial that repeats its last action
             break

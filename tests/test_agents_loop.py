@@ -30,9 +30,10 @@ async def policy(problem, ctx, *, window=None, invalid_action="send"):
     return Solution("done", trace={"episodes": [r.summary()]})
 
 
-def _spec(tmp_path, counter, goals, *, max_steps=10, **params):
+def _spec(tmp_path, counter, goals, *, max_steps=10, runner=None, **params):
     counter_data(counter, goals=goals)
-    spec = make_spec(tmp_path, {"name": "p", "solver": "tests.test_agents_loop:policy", "params": params})
+    spec = make_spec(tmp_path, {"name": "p", "solver": "tests.test_agents_loop:policy", "params": params},
+                     runner=runner)
     spec.benchmark_cfg.clear()
     spec.benchmark_cfg.update(counter_bench_cfg(max_steps=max_steps, process=False))
     return spec
@@ -118,6 +119,16 @@ def test_skip_mode_sends_nothing_and_the_loop_applies_the_cap(tmp_path, counter)
     assert all(t["extra"]["wasted"] and t["extra"]["proposed"] == "jump" for t in traj[1:])
 
 
+def test_skipped_and_sent_steps_share_the_cap(tmp_path, counter):
+    replies = iter(["jump", "inc", "jump", "inc", "inc"])
+    spec = _spec(tmp_path, counter, [9], max_steps=4, invalid_action="skip")
+    run(spec, ScriptedBackbone(lambda m, s: next(replies)))
+    preds, traj = _load(spec)
+    ep = preds[0]["trace"]["episodes"][0]
+    assert ep["steps"] == 4 and ep["valid"] == [False, True, False, True] and ep["truncated"]
+    assert [t["event"] for t in traj] == ["reset", "note", "step", "note", "step"]
+
+
 def test_step_cap_ends_the_episode(tmp_path, counter):
     spec = _spec(tmp_path, counter, [1], max_steps=4)
     metrics = run(spec, ScriptedBackbone(lambda m, s: "inc"))
@@ -138,10 +149,11 @@ class KillAt(ScriptedBackbone):
 
 
 def test_resume_after_a_kill_mid_episode_is_identical(tmp_path, counter):
-    whole = _spec(tmp_path / "whole", counter, [2, 3], window=2)
+    one = {"max_concurrent_problems": 1}  # problems in order: the kill lands in g1's episode
+    whole = _spec(tmp_path / "whole", counter, [2, 3], window=2, runner=one)
     run(whole, ScriptedBackbone(walker_script))
     expected, _ = _load(whole)
-    killed = _spec(tmp_path / "killed", counter, [2, 3], window=2)
+    killed = _spec(tmp_path / "killed", counter, [2, 3], window=2, runner=one)
     with pytest.raises(KeyboardInterrupt):
         run(killed, KillAt(at=6))  # g0: 3 calls; g1 killed after 2 steps
     assert [p["id"] for p in _load(killed)[0]] == ["g0"]
