@@ -1,0 +1,212 @@
+"""DynaGraph Table 1 (methods x StrategyQA / MATH / FinQA: Acc, #Tok / TFLOPs, latency) and Table 2 (mechanism
+ablation: Acc, latency), ours beside the paper's known cells (dynagraph-supplement.md §2-3).
+
+    python -m scripts.dynagraph_tables table=1 [backbone=local] [limit=N] [report_only=true] [dry_run=true]
+    python -m scripts.dynagraph_tables table=2 ...
+
+Metrics per cell, from the runs on disk: accuracy (% over answered problems; a run with errors is "incomplete" and
+never averaged), tokens per problem (prompt + completion of every call: planning, failed and reconstructed
+branches included), TFLOPs per problem (2 x parameters x tokens, from the ledger), mean end-to-end latency per
+problem (the runner's per-problem wall time; runs are unbatched only with runner.max_concurrent_problems=1, which
+the embedded protocol sets). Peak serving memory comes from ``bench/dynagraph_memory.py --json
+results/dynagraph/memory.json`` when that file exists. Writes results/dynagraph/table{1,2}.{md,tex,csv}.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from scripts.collect import RunIndex
+from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
+                          method_folder, parse_args, plan, require_backbone_key)
+
+OPTIONS = {"table": "1", "backbone": "local", "protocol": None, "methods": None, "benchmarks": None, "limit": None,
+           "report_only": "false", "dry_run": "false", "logger": "none", "results_root": "results"}
+CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "acc", "n_problems", "n_errors",
+              "tokens_per_problem", "tflops_per_problem", "latency_s", "paper_acc", "paper_tok", "paper_lat",
+              "footnotes", "reason", "sources"]
+
+
+def _true(v: Any) -> bool:
+    return str(v).lower() in ("1", "true", "yes")
+
+
+def benchmark_exists(b: str) -> bool:
+    return (CONFIGS / "benchmark" / f"{b}.yaml").exists()
+
+
+def build_plan(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> list[Planned]:
+    bb = opts["backbone"]
+    pname = opts.get("protocol") or exp.get("protocol_by_backbone", {}).get(bb) or exp["default_protocol"]
+    proto = exp["protocols"][pname]
+    want, benches = csv_list(opts.get("methods")), csv_list(opts.get("benchmarks")) or exp["benchmarks"]
+    items = []
+    for row in exp["rows"]:
+        m = row.get("method")
+        if not m or (want and m not in want) or method_config(m) is None:
+            continue
+        for b in benches:
+            if not benchmark_exists(b):
+                continue
+            limit = opts.get("limit") or proto.get("limit")
+            for s in proto["seeds"]:
+                ov = [f"experiment={exp['experiment']}", f"method={m}", f"benchmark={b}", f"backbone={bb}",
+                      f"seed={s}", f"limit={'null' if limit in (None, 'null') else int(limit)}",
+                      "runner.max_concurrent_problems=1",          # the paper's unbatched, single-sample latency
+                      *(exp.get("benchmark_overrides") or {}).get(b, []), *proto.get("overrides", []),
+                      *[o.replace("${backbone}", bb) for o in row.get("overrides", [])], *extra]
+                items.append(Planned(f"{m}/{b}/{bb}/seed={s}", ov))
+    return items
+
+
+def _cell_metrics(agg: Any) -> dict[str, Any]:
+    runs = agg.scored
+    n = sum(r.n for r in runs) or 1
+    tokens = sum(r.totals("prompt_tokens") + r.totals("completion_tokens") for r in runs) / n
+    flops = sum(r.totals("flops") for r in runs) / n
+    lats = [float(p.get("latency_s") or 0.0) for r in runs for p in r.predictions() if p.get("status") != "error"]
+    return {"acc": agg.mean, "tokens": tokens, "tflops": flops / 1e12, "lat": sum(lats) / len(lats) if lats else None}
+
+
+def _paper(exp: dict[str, Any], key: str, b: str) -> dict[str, Any]:
+    return ((exp.get("paper") or {}).get(key) or {}).get(b) or {}
+
+
+def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: RunIndex | None = None
+          ) -> tuple[Table, list[dict[str, Any]]]:
+    index = index or RunIndex.scan(root, exp["experiment"])
+    benches, labels = exp["benchmarks"], exp.get("benchmark_labels", {})
+    cols = ["Method"]
+    for b in benches:
+        lab = labels.get(b, b)
+        cols += [f"{lab} Acc", f"{lab} #Tok / TFLOPs", f"{lab} Lat. (s)"] if table_no == 1 else \
+            [f"{lab} Acc", f"{lab} Lat. (s)"]
+        cols += [f"{lab} paper"]
+    title = (f"Table {table_no}: DynaGraph {'main results' if table_no == 1 else 'mechanism ablation'}, backbone "
+             f"{backbone} (ours: Acc %, tokens and TFLOPs per problem, mean end-to-end latency; paper: DeepSeek-8B, "
+             "RTX 5090)")
+    if backbone.startswith("local"):
+        title += " — numbers on the embedded 0.5B CPU model, not comparable to the paper's"
+    table = Table(title, cols, label=f"tab:dynagraph{table_no}-{backbone}")
+    feet, records, bad = Footnotes(), [], []
+    for row in exp["rows"]:
+        m = row.get("method")
+        key = m or row["label"]
+        devs = list((method_config(m) or {}).get("deviations") or []) if m else []
+        cells: list[Any] = []
+        for b in benches:
+            pap = _paper(exp, key, b)
+            ptxt = " / ".join(x for x in (f"{pap['acc']}%" if "acc" in pap else "", f"{pap['tok']} tok" if "tok" in pap
+                                            else "", f"{pap['lat']} s" if "lat" in pap else "") if x) or "—"
+            base = {"table": table_no, "backbone": backbone, "row": row["label"], "method": m, "benchmark": b,
+                    "paper_acc": pap.get("acc"), "paper_tok": pap.get("tok"), "paper_lat": pap.get("lat"),
+                    "footnotes": feet.numbered(devs) if devs else ""}
+            width = 3 if table_no == 1 else 2
+            if not m:
+                cells += ["—"] * width + [ptxt]
+                records.append({**base, "status": "missing", "reason": row.get("missing", "no method")})
+                continue
+            if method_config(m) is None:
+                cells += ["—"] * width + [ptxt]
+                records.append({**base, "status": "missing", "reason": f"no configs/method/{m}.yaml"})
+                continue
+            if not benchmark_exists(b):
+                cells += ["—"] * width + [ptxt]
+                records.append({**base, "status": "missing", "reason": f"no configs/benchmark/{b}.yaml yet"})
+                continue
+            agg = index.agg(b, method_folder(m), backbone)
+            if not agg.runs:
+                cells += ["—"] * width + [ptxt]
+                records.append({**base, "status": "not_run", "reason": "not run yet"})
+                continue
+            if agg.incomplete:
+                cells += [agg.incomplete_text()] + ["—"] * (width - 1) + [ptxt]
+                bad.append(f"{row['label']} / {labels.get(b, b)}: {agg.incomplete_text()}")
+                records.append({**base, "status": "incomplete", "reason": "errors or unanswered problems: not averaged",
+                                "n_errors": agg.n_errors, "sources": ";".join(agg.sources(root))})
+                continue
+            cm = _cell_metrics(agg)
+            acc = f"{fmt(cm['acc'])} (n={agg.n_problems})"
+            lat = "—" if cm["lat"] is None else f"{cm['lat']:.1f}"
+            cells += ([acc, f"{cm['tokens']:.0f} / {cm['tflops']:.3f}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
+            records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
+                            "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
+                            "tflops_per_problem": round(cm["tflops"], 6), "latency_s": cm["lat"],
+                            "sources": ";".join(agg.sources(root))})
+        table.rows.append([Cell(row["label"], bold=row.get("group") == "ours", sup=feet.marks(devs) if devs else ""),
+                           *cells])
+    notes = [f"paper: known cells only (dynagraph-supplement.md); {n}" for n in
+             [str(v["note"]) for v in (exp.get("paper") or {}).values() if isinstance(v, dict) and v.get("note")]]
+    notes += [f"{r['label']}: {r['missing']}" for r in exp["rows"] if r.get("missing")]
+    mem = root / exp["experiment"] / "memory.json"
+    if table_no == 1 and mem.is_file():
+        d = json.loads(mem.read_text())
+        notes.append(f"peak serving memory (bench/dynagraph_memory.py, embedded base): one base + 4 adapters "
+                     f"{d['one_base']['4']['peak_rss_mib']:.0f} MiB ({d['ratio_4_over_1']:.3f}x one adapter); three "
+                     f"separate models {d['three_separate']['peak_rss_mib_sum']:.0f} MiB "
+                     f"({d['ratio_three_over_dynagraph']:.2f}x); paper 16.6 GB vs > 49.5 GB")
+    elif table_no == 1:
+        notes.append("peak serving memory: run `python bench/dynagraph_memory.py --json results/dynagraph/memory.json`")
+    if bad:
+        notes.append("incomplete = errors (not wrong answers) or unanswered problems; never averaged: " + " | ".join(bad))
+    if feet.texts:
+        notes.append("Deviations from the paper that can change the score (numbered marks on the row):")
+        notes.extend(feet.notes())
+    table.notes = notes
+    return table, records
+
+
+def write_all(root: Path, exp: dict[str, Any], table_no: int, backbones: list[str] | None = None) -> dict[str, Any]:
+    index = RunIndex.scan(root, exp["experiment"])
+    backbones = backbones or index.backbones() or ["local"]
+    tables, records = [], []
+    for bb in backbones:
+        t, r = build(root, bb, exp, table_no, index)
+        tables.append(t)
+        records += r
+    out = root / exp["experiment"]
+    md, tex = write_tables(out / f"table{table_no}", tables, f"# DynaGraph Table {table_no}: regenerated from results/ "
+                           f"by `python -m scripts.dynagraph_tables table={table_no} report_only=true`\n")
+    write_csv(out / f"table{table_no}.csv", records, CSV_FIELDS)
+    return {"tables": tables, "records": records, "paths": [md, tex, out / f"table{table_no}.csv"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, extra = parse_args(list(sys.argv[1:] if argv is None else argv), OPTIONS)
+    table_no = int(opts["table"])
+    if table_no not in (1, 2):
+        eprint("table must be 1 or 2")
+        return 2
+    exp = load_experiment(f"dynagraph_table{table_no}")
+    root = Path(opts["results_root"])
+    failed: list[Planned] = []
+    if not _true(opts["report_only"]):
+        if not _true(opts["dry_run"]):
+            require_backbone_key(opts["backbone"])
+        items = plan(build_plan(exp, opts, [*extra, f"results_root={root}"]), logger_override(opts.get("logger")))
+        if _true(opts["dry_run"]):
+            for it in items:
+                print(f"{it.state:8s} {it.label}  {' '.join(it.overrides)}" + (f" ({it.error})" if it.error else ""))
+            return 0
+        t0 = time.time()
+        try:
+            execute(items, log=eprint, on_done=lambda it: write_all(root, exp, table_no, [opts["backbone"]]))
+        finally:
+            write_all(root, exp, table_no, [opts["backbone"]])
+        eprint(f"dynagraph table {table_no} runs: {time.time() - t0:.0f}s")
+        failed = [it for it in items if it.state in ("failed", "invalid")]
+    res = write_all(root, exp, table_no)
+    for t in res["tables"]:
+        print(t.to_markdown())
+    print("wrote " + ", ".join(map(str, res["paths"])))
+    if failed:
+        eprint(f"{len(failed)} runs failed or were invalid: " + "; ".join(f"{it.label}: {it.error}" for it in failed))
+    return 1 if failed or any(r["status"] == "incomplete" for r in res["records"]) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
