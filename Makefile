@@ -163,3 +163,14 @@ reproduce-auq: $(AUQ_DEPS)
 	$(PY) -m scripts.auq_tables run what=all backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 auq-figures: install
 	$(PY) -m scripts.auq_tables build $(ARGS)
+
+# ---- DynaGraph (arXiv 2605.29511): Tables 1/2 (scripts/dynagraph_tables.py, scripts/experiments/dynagraph_*.yaml),
+# the memory bench, and the planner's critic-guided DPO data (dynagraph/README.md). FinQA cells need `make data`
+# with internet (its test file is not in ../shared); a missing benchmark prints "—" with the reason.
+.PHONY: reproduce-dynagraph-table1 reproduce-dynagraph-table2 bench-dynagraph-memory
+reproduce-dynagraph-table1: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.dynagraph_tables table=1 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+reproduce-dynagraph-table2: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.dynagraph_tables table=2 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+bench-dynagraph-memory: install-local install-train
+	mkdir -p results/dynagraph && $(PY) bench/dynagraph_memory.py --json results/dynagraph/memory.json
