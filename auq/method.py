@@ -11,7 +11,8 @@
 
 The base step (prompt, parsing, admissibility) is ReAct's (:class:`agents.policy.ReactPolicy`, ``style`` and
 ``few_shot`` as for the ReAct row); AUQ changes only what the paper changes. A missing or malformed
-``<confidence>`` is recorded as missing (never 1.0 or 0.0); ``missing_confidence: reflect`` (default) treats
+``<confidence>`` is recorded as missing (never 1.0 or 0.0); memory expansion runs only when the window hides
+earlier steps (``expansion_when: truncated``; ``always``: in every limited-window step, as literally stated); ``missing_confidence: reflect`` (default) treats
 it as a trigger (the agent did not state that it is sure), ``act`` executes the proposal. Each step records,
 under ``extra.auq``: whether System 2 ran and why, c_init (System 1) and c_final (executed), every path's
 candidates, S_cons, and whether memory expansion ran; the executed candidate's (c, e) enter the memory.
@@ -36,11 +37,14 @@ class AUQ:
                  temperature: float = 0.7, first_sample: str = "reflect", memory_expansion: bool = True,
                  window: int | None = None, missing_confidence: str = "reflect", style: str = "auq",
                  few_shot: int = 2, invalid_action: str = "send", sampling: dict[str, Any] | None = None,
-                 reflect_sampling: dict[str, Any] | None = None) -> None:
+                 reflect_sampling: dict[str, Any] | None = None, expansion_when: str = "truncated") -> None:
         if variant not in VARIANTS:
             raise ValueError(f"AUQ variant {variant!r}: choose one of {VARIANTS}")
         if missing_confidence not in ("reflect", "act"):
             raise ValueError(f"missing_confidence={missing_confidence!r}: reflect | act")
+        if expansion_when not in ("truncated", "always"):
+            raise ValueError(f"expansion_when={expansion_when!r}: truncated | always")
+        self.expansion_when = expansion_when
         if window is not None and int(window) < 1:
             raise ValueError(f"window={window}: a positive integer or null (full history)")
         self.variant = variant
@@ -99,8 +103,9 @@ class AUQ:
             comp = (await ctx.generate(messages, stage=stage, n=1, sample_offset=offset, **sampling))[0]
             return self._candidate(ctx, state, self.policy.parse(comp.text, elicit=True))
 
+        limited = state.window is not None and (self.expansion_when == "always" or state.step > state.window)
         chosen, rounds = await resolve(self.uar_cfg, first, propose, messages_for, step_messages,
-                                       limited_memory=state.window is not None)
+                                       limited_memory=limited)
         s2_calls = sum(r.calls for r in rounds)
         record.update({"c_final": chosen.confidence, "expanded": len(rounds) > 1, "calls_system2": s2_calls,
                        "system1": first.to_dict(), "rounds": [r.to_dict() for r in rounds],

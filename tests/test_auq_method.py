@@ -162,15 +162,22 @@ def test_memory_expansion_only_in_limited_memory_and_once(tmp_path, counter):
     spec = _spec(tmp_path, counter, [3], "dual", window=1, max_refinements=1, max_steps=3)
     run(spec, ScriptedBackbone(script))
     st = _stages(spec)
-    # 3 steps x (1 act + 3 paths x 2 turns + 3 expansion paths x 1 turn)
-    assert st == {"act": 3, "uar_reflect": 18, "uar_expand": 9}
+    # 3 steps x (1 act + 3 paths x 2 turns); expansion (3 paths x 1 turn) only at step 3, the first whose window
+    # (h=1) hides an earlier step
+    assert st == {"act": 3, "uar_reflect": 18, "uar_expand": 3}
+    assert [s["extra"]["auq"]["expanded"] for s in _steps(spec)] == [False, False, True]
     a = _steps(spec)[2]["extra"]["auq"]
     assert a["expanded"] and [r["phase"] for r in a["rounds"]] == ["reflect", "expand"] and a["c_final"] == 0.95
     # the expansion prompt shows the full history (both earlier steps), the window prompt only the last one
     last = expand_prompts[-1]
     assert "Step 1:" in last and "Step 2:" in last
     assert "Step 2:" in window_prompts[-1] and "Step 1:" not in window_prompts[-1]
-    assert _pred(spec)["trace"]["expansions"] == 3
+    assert _pred(spec)["trace"]["expansions"] == 1
+
+    spec = _spec(tmp_path / "always", counter, [3], "dual", window=1, max_refinements=1, max_steps=3,
+                 expansion_when="always")
+    run(spec, ScriptedBackbone(script))
+    assert _stages(spec)["uar_expand"] == 9 and _pred(spec)["trace"]["expansions"] == 3
 
     spec = _spec(tmp_path / "full", counter, [3], "dual", max_refinements=1, max_steps=3)
     run(spec, ScriptedBackbone(script))
