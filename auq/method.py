@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agents.confidence import ELICITATION
 from agents.loop import WINDOW, AgentState, Decision, episode_solution, run_episode
 from agents.policy import ReactPolicy
 from agents.profiles import normalise, profile_for
@@ -96,7 +97,9 @@ class AUQ:
             cue = (prompts.EXPAND if full else prompts.REFLECT).format(
                 action=seed.action or "(no parsable action)", confidence=prompts.fmt_confidence(seed.confidence),
                 explanation=seed.explanation or "(no explanation given)", window=state.window)
-            return self.policy.messages(ctx, state, elicit=True, h=None if full else WINDOW, extra=cue)
+            # the cue, then the elicitation instruction last (the reply must end with its confidence)
+            return self.policy.messages(ctx, state, elicit=False, h=None if full else WINDOW,
+                                        extra=f"{cue}\n\n{ELICITATION}")
 
         async def propose(messages: list[dict[str, str]], temperature: float, offset: int, stage: str) -> Candidate:
             sampling = {**self.policy.call_sampling(True), **self.reflect_sampling, "temperature": temperature}

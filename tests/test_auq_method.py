@@ -100,6 +100,8 @@ def test_inverse_triggers_below_tau_and_reflects_with_the_explanation_as_cue(tmp
     assert all(s["extra"]["calls"] == 4 for s in _steps(spec))
     text, sampling = prompts[0]
     assert "<explanation>maybe the counter is wrong</explanation>" in text     # the rational cue
+    assert text.count("After your action, you MUST provide:") == 1 and text.index(REFLECT) < \
+        text.index("After your action, you MUST provide:")                     # elicitation last
     assert sampling["temperature"] == 0.7
     # UAR-only keeps ReAct's history (no confidences in memory)
     assert "<confidence>0.9</confidence>\n<explanation>" not in prompts[-1][0]
