@@ -50,8 +50,10 @@ class Bm25Index:
         self.docs = self._read(p)
         if not self.docs:
             raise ValueError(f"DynaGraph evidence corpus {p} has no passages")
-        import bm25s
-
+        try:
+            import bm25s
+        except ImportError as exc:
+            raise RuntimeError("DynaGraph evidence=bm25 needs bm25s: pip install -e '.[agents]'") from exc
         self._bm25s = bm25s
         self.stemmer = self._stemmer()
         tokens = bm25s.tokenize([f"{d['title']} {d['text']}" for d in self.docs], stopwords="en",
