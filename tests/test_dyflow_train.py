@@ -17,7 +17,7 @@ DESIGNER = {"backbone": "local", "own_backbone": False, "model": {"name": "local
 
 
 def stage(t: int, templates: list[str], problem: str) -> dict:
-    ops = [{"operator_id": f"op_{t}_{i}", "template": tpl, "instruction": f"do {tpl.lower()} for {problem}",
+    ops = [{"operator_id": f"op_{t}_{i}", "template": tpl, "instruction": f"{tpl.lower()} {problem}",
             "input_keys": ["original_problem"] if i == 1 else [f"act_{t}_{i - 1}"], "output_key": f"act_{t}_{i}"}
            for i, tpl in enumerate(templates, 1)]
     return StageGraph.model_validate({"stage_id": f"stage_{t}", "description": f"stage {t} of {problem}",
@@ -27,22 +27,26 @@ def stage(t: int, templates: list[str], problem: str) -> dict:
 def stage_record(t: int, templates: list[str] | None, problem: str, status: str = "executed") -> dict:
     g = stage(t, templates, problem) if templates else None
     return {"index": t, "summary": f"z_{t} of {problem}",
-            "designer_messages": [{"role": "user", "content": f"Design stage {t} for: {problem}\nSummary: z_{t}"}],
+            "designer_messages": [{"role": "user", "content": f"Design stage {t}: {problem}"}],
             "designer_output": "```json\n" + json.dumps(g) + "\n```" if g else "not json", "stage": g,
             "outputs": {f"act_{t}_1": "..."}, "status": status if g else "design_failed"}
 
 
+PLAN = [["GENERATE_PLAN", "GENERATE_ANSWER", "REVIEW_SOLUTION"], ["ORGANIZE_SOLUTION"]]
+
+
 def make_run(root: Path, bench: str, outcomes: list[float | None], *, run_id: str | None = None,
-             errors: int = 0, designer: dict | None = None, judge: list[float] | None = None) -> Path:
-    """A DyFlow run folder as the runner writes it. ``outcomes``: each problem's score (two stages each:
-    plan+answer+review, then organize); ``errors`` problems ended in an infrastructure error."""
+             errors: int = 0, designer: dict | None = None, judge: list[float] | None = None,
+             plan: list[list[str]] = PLAN) -> Path:
+    """A DyFlow run folder as the runner writes it. ``outcomes``: each problem's score; each problem's stages use
+    ``plan``'s templates (default: plan+answer+review, then organize); ``errors`` problems ended in an
+    infrastructure error."""
     d = root / bench / "dyflow" / "local" / "seed=42"
     d.mkdir(parents=True, exist_ok=True)
     preds = []
     for i, score in enumerate(outcomes):
         p = f"{bench}-q{i}"
-        stages = [stage_record(0, ["GENERATE_PLAN", "GENERATE_ANSWER", "REVIEW_SOLUTION"], p),
-                  stage_record(1, ["ORGANIZE_SOLUTION"], p)]
+        stages = [stage_record(t, tpls, p) for t, tpls in enumerate(plan)]
         rec = {"id": p, "index": i, "status": "ok", "attempt": f"a{i}", "score": score,
                "trace": {"method": "dyflow", "variant": "full", "options": {}, "stages": stages,
                          "terminated_by": "organize", "final_key": "act_1_1", "memory": {}, "n_stages": 2,
@@ -80,7 +84,7 @@ def test_stages_are_labelled_by_the_trajectory_outcome(runs: Path):
     assert [e.label for e in by_problem["math-q1"]] == [False, False]
     e = by_problem["math-q0"][0]
     # the prompt is exactly what the designer saw; the completion is G_t in the released designer JSON
-    assert e.prompt == [{"role": "user", "content": "Design stage 0 for: math-q0\nSummary: z_0"}]
+    assert e.prompt == [{"role": "user", "content": "Design stage 0: math-q0"}]
     g = json.loads(e.completion)
     assert [o["params"]["instruction_type"] for o in g["operators"]] == ["GENERATE_PLAN", "GENERATE_ANSWER",
                                                                           "REVIEW_SOLUTION"]

@@ -82,7 +82,7 @@ def _completion(graph: StageGraph, stage: dict[str, Any], opts: CollectOptions) 
     if opts.completion == "raw":
         raw = stage.get("designer_output")
         return str(raw) if raw else None
-    return json.dumps(graph.to_designer(), ensure_ascii=False, indent=2)
+    return json.dumps(graph.to_designer(), ensure_ascii=False)   # compact: whitespace tokens teach nothing
 
 
 def _graph(stage: dict[str, Any]) -> tuple[StageGraph | None, str | None]:

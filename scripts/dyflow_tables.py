@@ -1,0 +1,675 @@
+"""DyFlow's tables and figures (Tables 1-4, 8, 9, 10; Figures 3/7, 4, 6) from ``results/`` alone, and the runs
+they need.
+
+    python -m scripts.dyflow_tables table=all                       # render everything on disk (no backbone call)
+    python -m scripts.dyflow_tables table=table1 run=true backbone=local   # run what is missing, then render
+    python -m scripts.dyflow_tables table=table4 run=true size=paper backbone=vllm
+    python -m scripts.dyflow_tables table=table1 run=true dry_run=true     # print the plan only
+
+Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all), ``run``, ``dry_run``,
+``backbone``, ``size`` (embedded|paper; default from the backbone), ``results_root``, ``out``, ``seeds``,
+``limit``; any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
+``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
+``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
+shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
+"—" with the reason. Outputs: ``results/dyflow_tables/<table>.{md,tex,csv}`` and ``figures/*.png|pdf``.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from scripts.collect import Agg, RunIndex
+from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
+from scripts.table1 import cell_text
+
+REPO = Path(__file__).resolve().parents[1]
+TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
+OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "local", "size": None,
+           "results_root": "results", "out": None, "seeds": None, "limit": None}
+CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
+              "n_seeds", "n_errors", "paper", "diff", "value", "reason", "sources"]
+
+
+def load_spec() -> dict[str, Any]:
+    return yaml.safe_load((EXPERIMENTS / "dyflow_tables.yaml").read_text(encoding="utf-8"))
+
+
+def size_for(spec: dict[str, Any], backbone: str, requested: str | None) -> tuple[str, dict[str, Any]]:
+    name = requested or spec.get("size_by_backbone", {}).get(backbone) or spec.get("default_size", "paper")
+    if name not in spec["sizes"]:
+        raise SystemExit(f"size={name!r} is not one of {sorted(spec['sizes'])} (scripts/experiments/dyflow_tables.yaml)")
+    return name, spec["sizes"][name]
+
+
+# ---- what a row needs --------------------------------------------------------------------------------------
+def _is_embedded(backbone: str) -> bool:
+    return backbone.split("@")[0].startswith("local")
+
+
+def adapter_path(spec: dict[str, Any], name: str, backbone: str, root: Path | None = None) -> Path:
+    """The trained adapter ``name`` for ``backbone``: the GGUF LoRA for the embedded server, the peft folder else."""
+    a = spec["adapters"]
+    base = Path(root or a["dir"])
+    if not base.is_absolute():
+        base = REPO / base
+    sub = base / a["files"].get(name, name)
+    return sub / "adapter.gguf" if _is_embedded(backbone) else sub / "adapter"
+
+
+def row_needs(spec: dict[str, Any], row: dict[str, Any], backbone: str, adapters_root: Path | None = None
+              ) -> tuple[list[str], str | None]:
+    """(the Hydra overrides the row's runs need beyond method/benchmark/backbone, the reason it cannot run)."""
+    m = row.get("method")
+    if m and method_config(m) is None:
+        return [], row.get("missing") or f"not implemented yet (no configs/method/{m}.yaml)"
+    ov: list[str] = []
+    db = row.get("designer_backbone")
+    if db:
+        if not (CONFIGS / "backbone" / f"{db}.yaml").exists():
+            return [], f"designer {db}: no configs/backbone/{db}.yaml (add one with its API key to run this row)"
+        ov.append(f"backbone@roles.designer={db}")
+    names = list(row.get("needs_adapters") or []) + ([row["designer_adapter"]] if row.get("designer_adapter") else [])
+    for n in dict.fromkeys(names):
+        p = adapter_path(spec, n, backbone, adapters_root)
+        if not p.exists():
+            return [], (f"needs the trained designer adapter {n!r} ({p.relative_to(REPO) if p.is_relative_to(REPO) else p}"
+                        " missing): make reproduce-dyflow-train")
+        ov.append(f"+backbone.adapters.{n}.path={p}")
+    if row.get("designer_adapter"):
+        ov.append(f"roles.designer.adapter={row['designer_adapter']}")
+    return ov, None
+
+
+def bench_missing(b: str) -> str | None:
+    return None if (CONFIGS / "benchmark" / f"{b}.yaml").exists() else f"benchmark {b} not built (no configs/benchmark/{b}.yaml)"
+
+
+# ---- reading results ---------------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=None)
+def _folder(method: str) -> str:
+    """The result-folder name of a method config (composed once per name)."""
+    return method_folder(method) if method_config(method) is not None else method
+
+
+class Results:
+    """RunIndex per experiment, scanned once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._idx: dict[str, RunIndex] = {}
+
+    def index(self, experiment: str) -> RunIndex:
+        if experiment not in self._idx:
+            self._idx[experiment] = RunIndex.scan(self.root, experiment)
+        return self._idx[experiment]
+
+    def agg(self, experiment: str, bench: str, method: str, backbone: str) -> Agg:
+        return self.index(experiment).agg(bench, _folder(method), backbone)
+
+    def backbones(self, experiments: list[str]) -> list[str]:
+        seen: list[str] = []
+        for e in experiments:
+            for b in self.index(e).backbones():
+                if b not in seen:
+                    seen.append(b)
+        return seen
+
+
+def _embedded_note(backbone: str) -> str:
+    return (f" — numbers on the embedded model ({backbone}), not comparable with the paper's (Phi-4)"
+            if _is_embedded(backbone) else "")
+
+
+def _paper_rows(ref_rows: dict[str, Any], label: str, ours: dict[str, float | None], cols: list[str]
+                ) -> tuple[list[Any], list[Any]]:
+    pref = ref_rows.get(label) or {}
+    p, d = ["↳ paper"], ["↳ Δ (ours − paper)"]
+    for c in cols:
+        v = pref.get(c)
+        o = ours.get(c)
+        p.append("—" if v is None else fmt(float(v), 2))
+        diff = None if v is None or o is None else o - float(v)
+        d.append("—" if diff is None else ("+" if diff >= 0 else "") + fmt(diff))
+    return p, d
+
+
+def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
+                extra_rows: list[dict[str, Any]] | None = None) -> Table:
+    """Methods x the five benchmarks + Avg, best bold, the paper's row and Δ under each row it reports."""
+    t = spec[key]
+    benches = spec["benchmarks"]
+    labels = spec["benchmark_labels"]
+    ref = (t.get("reference") or {}).get("rows", {})
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n)",
+                  columns=["Method", *[labels[b] for b in benches], "Avg"], label=f"tab:dyflow-{key}-{backbone}")
+    body = []
+    for row in [*t["rows"], *(extra_rows or [])]:
+        _, reason = row_needs(spec, row, backbone)
+        exp = row.get("experiment") or t["experiment"]
+        aggs = {b: res.agg(exp, b, row["method"], backbone) for b in benches}
+        if reason is None and not any(a.runs for a in aggs.values()):
+            reason = "implemented, not run yet on this backbone"
+        if reason and any(a.runs for a in aggs.values()):
+            reason = None          # runs exist (made when the requirement was met): show them
+        means = {b: aggs[b].mean for b in benches}
+        avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
+        body.append((row, exp, aggs, means, avg, reason))
+    best = {}
+    for c in [*benches, "avg"]:
+        vals = [(r[4] if c == "avg" else r[3][c]) for r in body]
+        vals = sorted({round(v, 6) for v in vals if v is not None}, reverse=True)
+        best[c] = vals[0] if len(vals) > 1 else None
+    feet, notes = Footnotes(), []
+    for row, exp, aggs, means, avg, reason in body:
+        devs = []
+        for a in aggs.values():
+            for d in a.deviations() or []:
+                if d not in devs:
+                    devs.append(d)
+        cells: list[Any] = [Cell(row["label"], sup=feet.marks(devs)) if devs else row["label"]]
+        for b in benches:
+            a = aggs[b]
+            bm = bench_missing(b)
+            rec = {"table": key, "backbone": backbone, "row": row["label"], "method": row.get("method"), "benchmark": b}
+            if not a.runs:
+                cells.append("—")
+                records.append({**rec, "status": "missing", "reason": reason or bm or "not run yet"})
+                continue
+            ci = a.ci()
+            cells.append(Cell(cell_text(a), bold=a.mean is not None and best[b] is not None and round(a.mean, 6) == best[b]))
+            records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
+                            "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
+                            "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
+                            "sources": ";".join(a.sources(res.root))})
+        cells.append(Cell(fmt(avg), bold=avg is not None and best["avg"] is not None and round(avg, 6) == best["avg"])
+                     if avg is not None else "—")
+        table.rows.append(cells)
+        if row["label"] in ref:
+            p, d = _paper_rows(ref, row["label"], {**means, "avg": avg}, [*benches, "avg"])
+            table.rows.extend([p, d])
+            for b in benches:
+                v = ref[row["label"]].get(b)
+                for r in records:
+                    if r["table"] == key and r["row"] == row["label"] and r["benchmark"] == b and r["backbone"] == backbone:
+                        r["paper"] = v
+                        r["diff"] = None if v is None or r.get("mean") is None else round(r["mean"] - v, 4)
+        if reason:
+            notes.append(f"— {row['label']}: {reason}")
+    missing_b = [f"— {labels[b]}: {m}" for b in benches if (m := bench_missing(b))]
+    table.notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
+                   f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
+                   f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}."]
+    if feet.texts:
+        table.notes.append("Deviations recorded by the runs (numbered marks):")
+        table.notes.extend(feet.notes())
+    table.notes.extend(missing_b + notes)
+    return table
+
+
+def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
+    t = spec["table3"]
+    dom, labels = spec["domains"], spec["benchmark_labels"]
+    splits = spec["selfplay"]["train_benchmarks"]
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
+                  columns=["Test", "Train", "CoT", "DyFlow", "paper CoT", "paper DyFlow", "Δ DyFlow − CoT (ours)"],
+                  label=f"tab:dyflow-table3-{backbone}")
+    for row in t["rows"]:
+        b = row["test"]
+        cot = res.agg(t["cot"]["experiment"], b, t["cot"]["method"], backbone)
+        dy = res.agg(row["experiment"], b, "dyflow", backbone)
+        adir = spec["adapters"]["cross_task"][row["split"]]
+        cells = []
+        for a in (cot, dy):
+            cells.append(cell_text(a) if a.runs else "—")
+        gain = None if cot.mean is None or dy.mean is None else dy.mean - cot.mean
+        train = ", ".join(dom[x] for x in splits[row["split"]])
+        table.rows.append([f"{dom[b]} ({labels[b]})", train, *cells, fmt(row["paper"]["cot"], 2),
+                           fmt(row["paper"]["dyflow"], 2), "—" if gain is None else ("+" if gain >= 0 else "") + fmt(gain)])
+        for name, a in (("CoT", cot), ("DyFlow", dy)):
+            records.append({"table": "table3", "backbone": backbone, "row": f"{dom[b]}/{name}", "benchmark": b,
+                            "method": name.lower(), "status": "ok" if a.mean is not None else ("incomplete" if a.runs else "missing"),
+                            "mean": a.mean, "paper": row["paper"][name.lower()], "n_problems": a.n_problems,
+                            "reason": None if a.runs else f"not run (DyFlow designer trained on split {row['split']}: {adir})",
+                            "sources": ";".join(a.sources(res.root))})
+    table.notes = [f"Domains: {', '.join(f'{v} = {labels[k]}' for k, v in dom.items())}. Split A = the main DyPlanner "
+                   f"(trained on {', '.join(labels[x] for x in splits['A'])}: Table 1's DyFlow runs); split B trained on "
+                   f"{', '.join(labels[x] for x in splits['B'])} ({spec['adapters']['cross_task']['B']}). CoT from Table 1's runs."]
+    return table
+
+
+# ---- costs ---------------------------------------------------------------------------------------------------
+def _role_sums(a: Agg, roles: list[str] | None = None) -> dict[str, float] | None:
+    """Mean over the cell's runs of prompt/completion tokens and $ (all roles, or only ``roles``)."""
+    if not a.runs:
+        return None
+    tot = {"prompt_tokens": 0.0, "completion_tokens": 0.0, "cost_usd": 0.0}
+    for r in a.runs:
+        for role, v in r.by_role().items():
+            if roles is None or role in roles:
+                for k in tot:
+                    tot[k] += float(v.get(k) or 0)
+    return {k: v / len(a.runs) for k, v in tot.items()}
+
+
+def _artifact_cost(root: Path, method: str, bench: str, backbone: str) -> dict[str, float] | None:
+    """Search (training) cost from a workflow-search artifact (interface 3: ``search_cost`` per role)."""
+    hits = sorted((root / "search" / bench / _folder(method)).glob(f"{backbone}/seed=*/artifact.json"))
+    if not hits:
+        return None
+    doc = json.loads(hits[0].read_text(encoding="utf-8"))
+    sc = doc.get("search_cost") or {}
+    roles = sc.get("by_role") if isinstance(sc.get("by_role"), dict) else \
+        ({k: v for k, v in sc.items() if isinstance(v, dict)} or {"all": sc})
+    tot = {"prompt_tokens": 0.0, "completion_tokens": 0.0, "cost_usd": 0.0}
+    for v in roles.values():
+        for k in tot:
+            tot[k] += float(v.get(k) or 0)
+    return tot
+
+
+def _tok(x: float | None) -> str:
+    return "—" if x is None else f"{int(round(x)):,}"
+
+
+def _usd(x: float | None) -> str:
+    return "—" if x is None else f"{x:.4f}" if x < 0.1 else f"{x:.2f}"
+
+
+def table8(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
+    t = spec["table8"]
+    b = t["benchmark"]
+    sp = spec["selfplay"]
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
+                  columns=["Method", "train prompt", "train compl.", "train $", "infer prompt", "infer compl.", "infer $",
+                           "Acc. %", "paper train (p/c/$)", "paper infer (p/c/$)", "paper Acc."],
+                  label=f"tab:dyflow-table8-{backbone}")
+    notes = []
+    for row in t["rows"]:
+        a = res.agg(spec["table1"]["experiment"], b, row["method"], backbone)
+        inf = _role_sums(a, row.get("roles"))
+        train = None
+        if row.get("training") == "artifact":
+            train = _artifact_cost(res.root, row["method"], b, backbone)
+        elif row.get("training") == "selfplay":
+            train = _role_sums(res.agg(sp["experiment"], b, sp["method"], backbone), row.get("roles"))
+        ref = (t.get("reference") or {}).get(row["label"], {})
+        pr = lambda k: " / ".join([_tok(ref[k][0]), _tok(ref[k][1]), _usd(ref[k][2])]) if k in ref else "—"  # noqa: E731
+        acc = a.mean if row.get("roles") in (None, ["designer"]) else None
+        table.rows.append([row["label"], *(["—"] * 3 if train is None else
+                                           [_tok(train["prompt_tokens"]), _tok(train["completion_tokens"]), _usd(train["cost_usd"])]),
+                           *(["—"] * 3 if inf is None else
+                             [_tok(inf["prompt_tokens"]), _tok(inf["completion_tokens"]), _usd(inf["cost_usd"])]),
+                           fmt(acc) if acc is not None else ("incomplete" if a.incomplete else "—"),
+                           pr("training"), pr("inference"), fmt(ref["acc"], 2) if "acc" in ref else "—"])
+        records.append({"table": "table8", "backbone": backbone, "row": row["label"], "method": row["method"],
+                        "benchmark": b, "status": "ok" if inf else "missing", "mean": acc,
+                        "value": json.dumps({"training": train, "inference": inf}),
+                        "n_problems": a.n_problems, "sources": ";".join(a.sources(res.root))})
+        if row.get("note"):
+            notes.append(f"{row['label']}: {row['note']}.")
+    table.notes = [f"Tokens and $ summed over the run (mean over seeds) from metrics.json by_role: D. = designer, "
+                   f"E. = executor, S. = summariser roles; the other rows count every role. Training = the workflow "
+                   f"search's artifact (search_cost) for AFlow/MaAS, the self-play runs ({sp['experiment']}, train split) "
+                   f"for DyFlow. Inference rows are the Table 1 runs on {spec['benchmark_labels'][b]}; a small "
+                   f"embedded run covers only its n problems (the paper: the whole test set).", *notes]
+    return table
+
+
+def table9(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
+    t, t2 = spec["table9"], spec["table2"]
+    rows2 = {r["label"]: r for r in t2["rows"]}
+    labels = spec["benchmark_labels"]
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
+                  columns=["Benchmark", "Designer", "Input tokens", "Output tokens", "Cost ($)", "designer in/out",
+                           "executor in/out", "summarizer in/out", "paper in / out / $"],
+                  label=f"tab:dyflow-table9-{backbone}")
+    for b in spec["benchmarks"]:
+        for d in t["designers"]:
+            row = rows2[d]
+            a = res.agg(row.get("experiment") or t2["experiment"], b, row["method"], backbone)
+            tot = _role_sums(a)
+            per = {r: _role_sums(a, [r]) for r in ("designer", "executor", "summarizer")}
+            ref = (t.get("reference") or {}).get(b, {}).get(d)
+            io = lambda s: "—" if s is None else f"{_tok(s['prompt_tokens'])} / {_tok(s['completion_tokens'])}"  # noqa: E731
+            table.rows.append([labels[b], d, *(["—"] * 3 if tot is None else
+                                               [_tok(tot["prompt_tokens"]), _tok(tot["completion_tokens"]), _usd(tot["cost_usd"])]),
+                               io(per["designer"]), io(per["executor"]), io(per["summarizer"]),
+                               "—" if not ref else f"{_tok(ref[0])} / {_tok(ref[1])} / {_usd(ref[2])}"])
+            records.append({"table": "table9", "backbone": backbone, "row": d, "method": row["method"], "benchmark": b,
+                            "status": "ok" if tot else "missing", "value": json.dumps({"total": tot, **per}),
+                            "n_problems": a.n_problems, "sources": ";".join(a.sources(res.root)),
+                            "reason": None if tot else row_needs(spec, row, backbone)[1] or "not run yet"})
+    table.notes = ["Whole-run tokens and $ of each designer's DyFlow runs (Table 2's runs), with the split per role "
+                   "(metrics.json by_role). The summariser f_summary is a role of its own here (the release hides its cost)."]
+    return table
+
+
+def table10(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> tuple[Table, dict]:
+    t = spec["table10"]
+    benches, labels = spec["benchmarks"], spec["benchmark_labels"]
+    ref = (t.get("reference") or {}).get("rows", {})
+    table = Table(title=t["title"], columns=["Model", *[labels[b] for b in benches]], label="tab:dyflow-table10")
+    fig: dict[str, dict[str, dict[str, float | None]]] = {}
+    for ex in t["executors"]:
+        bb = ex["backbone"]
+        for m, name in (("cot", "CoT"), ("dyflow", "DyFlow")):
+            aggs = {b: res.agg(t["experiment"], b, m, _run_backbone(res, t["experiment"], bb)) for b in benches}
+            table.rows.append([f"{ex['label']} ({name})", *[cell_text(a) if a.runs else "—" for a in aggs.values()]])
+            fig.setdefault(ex["label"], {})[name] = {b: aggs[b].mean for b in benches}
+            pref = (ref.get(ex["label"]) or {}).get(m)
+            if pref:
+                table.rows.append(["↳ paper", *[fmt(pref.get(b), 2) for b in benches]])
+            for b in benches:
+                records.append({"table": "table10", "backbone": bb, "row": f"{ex['label']} ({name})", "method": m,
+                                "benchmark": b, "status": "ok" if aggs[b].mean is not None else "missing",
+                                "mean": aggs[b].mean, "paper": (pref or {}).get(b),
+                                "sources": ";".join(aggs[b].sources(res.root))})
+    table.notes = [f"Each executor is the run's backbone; DyFlow's designer is fixed ({t['designer']['backbone']} with "
+                   f"adapter {t['designer']['adapter']}). Executors without a backbone config or key print —. "
+                   "Embedded rows are not comparable with the paper's."]
+    return table, fig
+
+
+def _run_backbone(res: Results, experiment: str, bb: str) -> str:
+    """The results-path name of a backbone config (``vllm`` runs are named ``vllm@<model>``)."""
+    have = res.index(experiment).backbones()
+    return bb if bb in have else next((h for h in have if h.split("@")[0] == bb), bb)
+
+
+# ---- figures ---------------------------------------------------------------------------------------------------
+def passk(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]], out: Path) -> Table:
+    from scripts.figstyle import plt, save
+
+    t = spec["passk"]
+    benches, labels = spec["benchmarks"], spec["benchmark_labels"]
+    curves: dict[str, dict[str, dict[int, float]]] = {}
+    for m in t["methods"]:
+        for b in benches:
+            a = res.agg(t["experiment"], b, m["method"], backbone)
+            if not a.complete:
+                continue
+            per: dict[int, list[float]] = {}
+            for r in a.runs:
+                for k, v in (r.metrics.get("pass_at_k") or {}).items():
+                    if v is not None:
+                        per.setdefault(int(k), []).append(100.0 * float(v))
+            if per:
+                curves.setdefault(m["label"], {})[b] = {k: sum(v) / len(v) for k, v in sorted(per.items())}
+    ks = sorted({k for c in curves.values() for bc in c.values() for k in bc})
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
+                  columns=["Method", "Benchmark", *[f"pass@{k}" for k in ks]], label=f"tab:dyflow-passk-{backbone}")
+    p = plt()
+    fig, axes = p.subplots(1, len(benches), figsize=(3.2 * len(benches), 3.0), squeeze=False)
+    for i, b in enumerate(benches):
+        ax = axes[0][i]
+        for label, c in curves.items():
+            if b in c:
+                ax.plot(list(c[b]), list(c[b].values()), marker="o", label=label)
+                table.rows.append([label, labels[b], *[fmt(c[b].get(k)) for k in ks]])
+                for k, v in c[b].items():
+                    records.append({"table": "passk", "backbone": backbone, "row": label, "benchmark": b,
+                                    "method": label, "status": "ok", "value": f"pass@{k}", "mean": v})
+        ax.set_title(labels[b])
+        ax.set_xlabel("k")
+        if i == 0:
+            ax.set_ylabel("pass@k (%)")
+        if not any(b in c for c in curves.values()):
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+    axes[0][0].legend()
+    save(fig, out / "figures" / f"fig7_passk_per_benchmark-{backbone}")
+    fig, ax = p.subplots(figsize=(4, 3))
+    for label, c in curves.items():
+        if len(c) == len(benches):        # the average only over all five, as Figure 3
+            avg = {k: sum(c[b][k] for b in benches) / len(benches) for k in ks if all(k in c[b] for b in benches)}
+            ax.plot(list(avg), list(avg.values()), marker="o", label=label)
+            table.rows.append([label, "Avg", *[fmt(avg.get(k)) for k in ks]])
+    ax.set_xlabel("k")
+    ax.set_ylabel("average pass@k (%)")
+    ax.set_title("Figure 3: average over the five benchmarks")
+    if ax.lines:
+        ax.legend()
+    else:
+        ax.text(0.5, 0.5, "needs all five benchmarks", ha="center", va="center", transform=ax.transAxes)
+    save(fig, out / "figures" / f"fig3_passk_average-{backbone}")
+    table.notes = ["Unbiased pass@k (Chen et al. 2021) from metrics.json pass_at_k of samples_per_task=k runs; complete "
+                   "cells only. The paper states one value: DyFlow pass@5 on HumanEval = 98.17."]
+    return table
+
+
+def operators(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]], out: Path) -> Table:
+    from scripts.figstyle import plt, save
+
+    t = spec["operators"]
+    benches, labels = spec["benchmarks"], spec["benchmark_labels"]
+    counts: dict[str, Counter[str]] = {}
+    for b in benches:
+        a = res.agg(t["experiment"], b, t["method"], backbone)
+        c: Counter[str] = Counter()
+        for r in a.runs:
+            for p in r.predictions():
+                if p.get("status", "ok") != "ok":
+                    continue
+                for st in (p.get("trace") or {}).get("stages") or []:
+                    for op in (st.get("stage") or {}).get("operators") or []:
+                        c[str(op.get("template"))] += 1
+        if c:
+            counts[b] = c
+    templates = sorted({k for c in counts.values() for k in c}, key=lambda k: -sum(c[k] for c in counts.values()))
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
+                  columns=["Operator", *[labels[b] for b in counts]], label=f"tab:dyflow-fig6-{backbone}")
+    for k in templates:
+        table.rows.append([k, *[f"{100 * counts[b][k] / sum(counts[b].values()):.1f}% ({counts[b][k]})" for b in counts]])
+        for b in counts:
+            records.append({"table": "operators", "backbone": backbone, "row": k, "benchmark": b, "status": "ok",
+                            "value": counts[b][k], "mean": 100 * counts[b][k] / sum(counts[b].values())})
+    table.notes = ["Share of operator instances among all designed (validated) stages of DyFlow's answered problems, "
+                   "per domain (count in parentheses), from predictions.jsonl traces."
+                   + ("" if counts else " No DyFlow runs with traces on this backbone yet.")]
+    p = plt()
+    fig, ax = p.subplots(figsize=(1.2 + 1.1 * max(1, len(counts)), 0.9 + 0.35 * max(1, len(templates))))
+    if counts:
+        import numpy as np
+
+        grid = np.array([[counts[b][k] / sum(counts[b].values()) for b in counts] for k in templates])
+        im = ax.imshow(grid, cmap="Blues", aspect="auto")
+        ax.set_xticks(range(len(counts)), [labels[b] for b in counts], rotation=30, ha="right")
+        ax.set_yticks(range(len(templates)), templates)
+        fig.colorbar(im, ax=ax, label="share of operators")
+        ax.grid(False)
+    else:
+        ax.text(0.5, 0.5, "no DyFlow traces", ha="center", va="center", transform=ax.transAxes)
+    ax.set_title("Figure 6: operator usage per domain")
+    save(fig, out / "figures" / f"fig6_operator_usage-{backbone}")
+    return table
+
+
+def fig4(fig_data: dict, out: Path, spec: dict[str, Any]) -> None:
+    from scripts.figstyle import plt, save
+
+    benches, labels = spec["benchmarks"], spec["benchmark_labels"]
+    p = plt()
+    fig, axes = p.subplots(1, len(benches), figsize=(3.2 * len(benches), 3.0), squeeze=False)
+    for i, b in enumerate(benches):
+        ax = axes[0][i]
+        names = [e for e in fig_data if any(fig_data[e][m][b] is not None for m in fig_data[e])]
+        for j, m in enumerate(("CoT", "DyFlow")):
+            ax.bar([x + 0.4 * j for x in range(len(names))], [fig_data[e][m][b] or 0 for e in names], 0.4, label=m)
+        ax.set_xticks([x + 0.2 for x in range(len(names))], names, rotation=30, ha="right", fontsize=7)
+        ax.set_title(labels[b])
+        if not names:
+            ax.text(0.5, 0.5, "no runs", ha="center", va="center", transform=ax.transAxes)
+    axes[0][0].legend()
+    save(fig, out / "figures" / "fig4_cross_executor")
+
+
+# ---- planning runs -------------------------------------------------------------------------------------------
+def _limit(size: dict[str, Any], method: str, opt: Any) -> Any:
+    if opt is not None:
+        return opt
+    cap = (size.get("limit_by_method") or {}).get(method)
+    lim = size.get("limit")
+    return cap if lim is None else (lim if cap is None else min(int(lim), int(cap)))
+
+
+def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, Any], opts: dict[str, Any],
+               user: list[str]) -> tuple[list[Planned], list[str]]:
+    """The runs a table needs (rows x benchmarks x seeds) and the rows skipped with their reason."""
+    seeds = [int(s) for s in csv_list(opts.get("seeds")) or size["seeds"]]
+    items: list[Planned] = []
+    skipped: list[str] = []
+
+    def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str]) -> None:
+        if bench_missing(bench):
+            skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
+            return
+        lim = _limit(size, method, opts.get("limit"))
+        for s in seeds:
+            ov = [f"experiment={exp}", f"method={method}", f"benchmark={bench}", f"backbone={bb}", f"seed={s}",
+                  f"limit={'null' if lim in (None, 'null') else int(lim)}", *size.get("overrides", []), *extra, *user]
+            items.append(Planned(label=f"{method}/{bench}/{bb}/seed={s} [{exp}]", overrides=ov,
+                                 extra={"method": method, "benchmark": bench, "seed": s}))
+
+    def rows_of(key: str) -> None:
+        t = spec[key]
+        for row in t["rows"]:
+            ov, reason = row_needs(spec, row, backbone)
+            if reason:
+                skipped.append(f"{row['label']}: {reason}")
+                continue
+            for b in spec["benchmarks"]:
+                add(row["label"], row.get("experiment") or t["experiment"], row["method"], b, backbone, ov)
+
+    if table in ("table1", "table2", "table4"):
+        rows_of(table)
+    elif table == "table3":
+        t = spec["table3"]
+        for row in t["rows"]:
+            add(f"CoT {row['test']}", t["cot"]["experiment"], t["cot"]["method"], row["test"], backbone, [])
+            root = REPO / spec["adapters"]["cross_task"][row["split"]]
+            ov, reason = row_needs(spec, {"method": "dyflow", "designer_adapter": "dyplanner"}, backbone, root)
+            if reason:
+                skipped.append(f"DyFlow {row['test']} (split {row['split']}): {reason}")
+                continue
+            add(f"DyFlow {row['test']}", row["experiment"], "dyflow", row["test"], backbone, ov)
+    elif table == "table10":
+        t = spec["table10"]
+        d = t["designer"]
+        gguf = adapter_path(spec, d["adapter"], d["backbone"])
+        for ex in t["executors"]:
+            if not (CONFIGS / "backbone" / f"{ex['backbone']}.yaml").exists():
+                skipped.append(f"{ex['label']}: no configs/backbone/{ex['backbone']}.yaml")
+                continue
+            for b in spec["benchmarks"]:
+                add(f"{ex['label']} CoT", t["experiment"], "cot", b, ex["backbone"], list(ex.get("overrides") or []))
+                if not gguf.exists():
+                    skipped.append(f"{ex['label']} DyFlow: needs the trained designer ({gguf} missing)")
+                    continue
+                add(f"{ex['label']} DyFlow", t["experiment"], "dyflow", b, ex["backbone"],
+                    [*(ex.get("overrides") or []), f"backbone@roles.designer={d['backbone']}",
+                     f"+roles.designer.adapters.{d['adapter']}.path={gguf}", f"roles.designer.adapter={d['adapter']}"])
+    elif table == "passk":
+        t = spec["passk"]
+        for m in t["methods"]:
+            ov, reason = row_needs(spec, m, backbone)
+            if reason:
+                skipped.append(f"{m['label']}: {reason}")
+                continue
+            for b in spec["benchmarks"]:
+                add(m["label"], t["experiment"], m["method"], b, backbone,
+                    [f"samples_per_task={int(size.get('samples_per_task') or 5)}", *ov])
+    else:
+        skipped.append(f"{table}: renders the runs of other tables (table1/table2), nothing of its own to run")
+    return items, skipped
+
+
+# ---- rendering ---------------------------------------------------------------------------------------------------
+def write_all(results_root: Path, which: list[str], backbones: list[str] | None = None,
+              out: Path | None = None) -> dict[str, Any]:
+    spec = load_spec()
+    res = Results(results_root)
+    out = Path(out or Path(results_root) / "dyflow_tables")
+    exps = [spec[k]["experiment"] for k in ("table1", "table2", "table4", "table10", "passk")] + \
+        [r["experiment"] for r in spec["table2"]["rows"] if r.get("experiment")]
+    backbones = backbones or res.backbones(exps) or ["local"]
+    written: dict[str, list[Path]] = {}
+    tables: dict[str, list[Table]] = {}
+    for key in which:
+        records: list[dict[str, Any]] = []
+        ts: list[Table] = []
+        if key == "table10":
+            t, fd = table10(res, spec, "all", records)
+            ts.append(t)
+            fig4(fd, out, spec)
+        else:
+            for bb in backbones:
+                if key in ("table1", "table2", "table4"):
+                    extra = [{"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}] \
+                        if key == "table1" else None
+                    ts.append(score_table(res, spec, key, bb, records, extra))
+                elif key == "table3":
+                    ts.append(table3(res, spec, bb, records))
+                elif key == "table8":
+                    ts.append(table8(res, spec, bb, records))
+                elif key == "table9":
+                    ts.append(table9(res, spec, bb, records))
+                elif key == "passk":
+                    ts.append(passk(res, spec, bb, records, out))
+                elif key == "operators":
+                    ts.append(operators(res, spec, bb, records, out))
+        header = (f"# {spec['paper']}: {key}, regenerated from results/ by `python -m scripts.dyflow_tables "
+                  f"table={key}`\n")
+        md, tex = write_tables(out / key, ts, header)
+        write_csv(out / f"{key}.csv", records, CSV_FIELDS)
+        written[key] = [md, tex, out / f"{key}.csv"]
+        tables[key] = ts
+    return {"tables": tables, "paths": written, "out": out}
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts, user = parse_args(list(sys.argv[1:] if argv is None else argv), OPTIONS)
+    which = list(TABLES) if opts["table"] == "all" else csv_list(opts["table"]) or []
+    bad = [w for w in which if w not in TABLES]
+    if bad:
+        raise SystemExit(f"table={','.join(bad)}: choose from {', '.join(TABLES)} or all")
+    root = Path(opts["results_root"])
+    if str(opts["run"]).lower() in ("1", "true", "yes"):
+        from scripts.runs import eprint, execute, plan, require_backbone_key
+
+        spec = load_spec()
+        sname, size = size_for(spec, opts["backbone"], opts.get("size"))
+        items, skipped = [], []
+        for w in which:
+            i, s = plan_items(spec, w, opts["backbone"], size, opts, [f"results_root={root}", *user])
+            items += i
+            skipped += s
+        plan(items, [])
+        eprint(f"DyFlow {','.join(which)} on backbone={opts['backbone']} (size {sname}): {len(items)} runs planned; "
+               f"not run: {len(skipped)}")
+        for s in skipped:
+            eprint(f"  — {s}")
+        if str(opts["dry_run"]).lower() in ("1", "true", "yes"):
+            for it in items:
+                print(f"{it.state:8s} {it.label}  {' '.join(it.overrides)}" + (f"  ({it.error})" if it.error else ""))
+            return 0
+        require_backbone_key(opts["backbone"])
+        execute(items, log=eprint)
+    resw = write_all(root, which, None, Path(opts["out"]) if opts["out"] else None)
+    for key, ts in resw["tables"].items():
+        for t in ts:
+            print(t.to_markdown())
+    print("wrote " + ", ".join(str(p) for ps in resw["paths"].values() for p in ps))
+    return 0
+
+
+if __name__ == "__main__":
+    from scripts.runs import run_cli
+
+    run_cli(main)
