@@ -66,3 +66,31 @@ class AFlowScript:
         self.executor_prompts.append(text)
         n = int(re.search(r"What is (\d+)\+", text).group(1))
         return f"ANSWER: {2 * n}" if text.startswith("Think.") else f"ANSWER: {n}"
+
+
+ADAS_AGENT = '''def forward(self, taskInfo):
+    agent = LLMAgentBase(['thinking', 'answer'], 'Careful Agent', temperature=0.3)
+    thinking, answer = agent([taskInfo], "Think. Solve the task.")
+    return answer
+'''
+
+
+class ADASScript:
+    """Meta agent: proposes ``ADAS_AGENT`` (JSON); reflections return it again. Executor: LLMAgentBase JSON,
+    right only when the instruction says 'Think.' (so the proposal beats most of the initial archive)."""
+
+    def __init__(self, code: str = ADAS_AGENT) -> None:
+        self.code = code
+        self.meta: list[list[dict[str, str]]] = []
+        self.executor: list[list[dict[str, str]]] = []
+
+    def __call__(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
+        if len(messages) > 1 and "expert machine learning researcher" in messages[1]["content"]:
+            self.meta.append([dict(m) for m in messages])  # a copy: the search extends its list afterwards
+            return json.dumps({"reflection": "ok", "thought": "think first", "name": f"Thinker {len(self.meta)}",
+                               "code": self.code})
+        self.executor.append(messages)
+        user = messages[-1]["content"]
+        n = int(re.search(r"What is (\d+)\+", user).group(1))
+        good = "Think." in user.split("# Your Task:")[-1].split("\n\n", 1)[-1]
+        return json.dumps({"thinking": "...", "answer": f"ANSWER: {2 * n if good else n}"})

@@ -221,3 +221,43 @@ def test_bad_options_are_refused():
         AUQ(window=0)
     with pytest.raises(ValueError):
         AUQ(missing_confidence="guess")
+
+
+def test_dual_on_the_webshop_fixture(tmp_path):
+    """WebShop's text interface (the hand-made fixture, never reported as WebShop): search[...] proposals are
+    reflected on and voted on like any action; the purchase is scored by the environment."""
+    import yaml
+
+    from tests.test_envs_runner import CONFIGS, FIX
+
+    cfg = yaml.safe_load((CONFIGS / "webshop.yaml").read_text())
+    cfg.update(name="webshop-fixture", allow_unverified_data=True, limit=1,
+               files={"products": str(FIX / "items_shuffle_1000.json"),
+                      "attributes": str(FIX / "items_ins_v2_1000.json"), "human": str(FIX / "items_human_ins.json")})
+    cfg["env"] = {**cfg["env"], "process": False, "max_steps": 6}
+
+    def script(messages, sampling):
+        text = messages[-1]["content"]
+        offered = re.findall(r"'([^']+)'", text.split("Your admissible actions of the current situation are:")[-1]
+                             .split("\n")[0])
+        if any(a.startswith("search[") for a in offered):
+            task = re.search(r"Your task is to: (.+)", text).group(1)
+            q = " ".join(task.split()[2:6])                                     # "i want a solid wood ..."
+            return reply(f"search[ {q} ]", 0.9 if REFLECT in text else 0.5)   # reflected, then searched
+        clicks = [a for a in offered if a.lower() == "click[buy now]"] or \
+            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.I)] or offered
+        return reply(clicks[0], 0.95)
+
+    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "auq.method:AUQ",
+                                "params": {"variant": "dual", "few_shot": 0}})
+    spec.benchmark_cfg.clear()
+    spec.benchmark_cfg.update(cfg)
+    run(spec, ScriptedBackbone(script))
+    p = _pred(spec)
+    assert p["status"] == "ok" and p["score_details"]["rule"] == "environment"
+    steps = _steps(spec)
+    assert steps[0]["action"].startswith("search[") and steps[-1]["action"].lower() == "click[buy now]"
+    a = steps[0]["extra"]["auq"]
+    votes = a["rounds"][0]["selection"]["votes"]
+    assert a["trigger"] == "low_confidence" and list(votes.values()) == [3] and next(iter(votes)).startswith("search[")
+    assert _stages(spec)["uar_reflect"] == 3 and all(not s["extra"]["auq"]["system2"] for s in steps[1:])

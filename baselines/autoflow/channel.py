@@ -107,13 +107,15 @@ while True:
 """
 
 
-def workflow_solution(graph: str, prompt: str = "") -> str:
-    """The sandbox "solution": the runtime, the workflow's sources as data, then the seal."""
-    return (RUNTIME_SOURCE + "\n_WORKFLOW = " + repr({"graph": graph, "prompt": prompt}) + "\n_seal()\n")
+def workflow_solution(graph: str, prompt: str = "", kind: str = "aflow") -> str:
+    """The sandbox "solution": the runtime, the workflow's sources as data, then the seal. ``kind``: ``aflow``
+    (an async ``class Workflow`` graph + prompt module) or ``adas`` (a ``def forward(self, taskInfo)`` agent)."""
+    return (RUNTIME_SOURCE + "\n_WORKFLOW = " + repr({"graph": graph, "prompt": prompt, "kind": kind})
+            + "\n_seal()\n")
 
 
 async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler: Handler,
-                       limits: Limits | None = None) -> WorkflowOutcome:
+                       limits: Limits | None = None, kind: str = "aflow") -> WorkflowOutcome:
     """Run one workflow on one problem in the sandbox, answering its operator requests with ``handler``."""
     lim = limits or Limits()
     base = tempfile.mkdtemp(prefix="agentic-wf-")
@@ -193,8 +195,9 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
 
     server = await asyncio.start_unix_server(conversation, path=path, limit=LINE_LIMIT)
     os.chmod(path, 0o600)
-    program = Program(workflow_solution(graph, prompt) + _RELAY, prelude=_PRELUDE.format(path=path, token=token),
-                      solution=workflow_solution(graph, prompt), test=_RELAY, entry_points=("_wf_start", "_wf_step"))
+    solution = workflow_solution(graph, prompt, kind)
+    program = Program(solution + _RELAY, prelude=_PRELUDE.format(path=path, token=token),
+                      solution=solution, test=_RELAY, entry_points=("_wf_start", "_wf_step"))
     sandbox = asyncio.ensure_future(run_program_async(program, timeout_s=lim.wall_timeout_s,
                                                       memory_mb=lim.memory_mb, cpu_s=lim.cpu_s))
     result = None

@@ -27,6 +27,9 @@ import functools as _functools  # noqa: F401
 import typing as _typing  # noqa: F401
 import types as _types
 import traceback as _traceback
+import threading as _threading
+import string as _string_mod
+from collections import namedtuple as _namedtuple, Counter as _Counter  # noqa: F401
 
 _SIGNATURES = {  # op -> positional parameter names (AFlow operator.json interfaces; MaAS's extras)
     "Custom": ("input", "instruction"), "Generate": ("input", "instruction"),
@@ -37,6 +40,8 @@ _SIGNATURES = {  # op -> positional parameter names (AFlow operator.json interfa
     "Revise": ("problem", "solution", "feedback"), "Format": ("problem", "solution"),
     "MdEnsemble": ("solutions", "problem"), "SelfRefine": ("problem", "solution"), "EarlyStop": (),
     "LLM": ("prompt",),
+    "ADAS": ("output_fields", "agent_name", "agent", "role", "temperature", "input_infos", "instruction",
+             "iteration_idx"),
 }
 
 
@@ -342,6 +347,8 @@ def _load(graph_src, prompt_src):
 def _wf_start(payload):
     """Instantiate the workflow and run it until it waits on the harness."""
     try:
+        if _WORKFLOW.get("kind") == "adas":
+            return _adas_start(payload)
         cls = _load(_WORKFLOW["graph"], _WORKFLOW["prompt"])
         wf = cls(payload.get("name", "workflow"), payload.get("llm_config"), payload.get("dataset"))
         args = [payload["problem"]] + ([payload["entry_point"]] if payload.get("entry_point") else [])
@@ -358,6 +365,8 @@ def _wf_start(payload):
 def _wf_step(answers):
     """Deliver answers ``{id: {"ok": value} | {"err": text}}`` and run until the next wait."""
     try:
+        if _WORKFLOW.get("kind") == "adas":
+            return _adas_step(answers)
         for rid, ans in dict(answers).items():
             entry = _S["pending"].pop(rid, None)
             if entry is None:
@@ -373,6 +382,122 @@ def _wf_step(answers):
         return _state()
     except BaseException as exc:  # noqa: BLE001
         return {"error": ("%s: %s" % (type(exc).__name__, exc))[:3000]}
+
+
+# ---- ADAS agents (``def forward(self, taskInfo)``, synchronous LLMAgentBase calls) ----------------------------
+# The agent runs in one worker thread; each LLMAgentBase call parks it on a condition until the harness answers.
+
+Info = _namedtuple("Info", ["name", "author", "content", "iteration_idx"])
+_SYNC = {"cv": _threading.Condition(), "req": None, "done": False, "result": None, "error": None, "rng": None}
+
+
+def random_id(length=4):
+    chars = _string_mod.ascii_letters + _string_mod.digits
+    return "".join(_SYNC["rng"].choice(chars) for _ in range(length))
+
+
+def _sync_request(op, args):
+    req = _request(op, (), args)
+    cv = _SYNC["cv"]
+    with cv:
+        _SYNC["req"] = req
+        cv.notify_all()
+        while not req.done:
+            cv.wait()
+    if req.error is not None:
+        raise OperatorError(req.error)
+    return req.value
+
+
+class LLMAgentBase:
+    """ADAS's agent block: the prompt is built and the JSON reply parsed by the harness (request ``ADAS``)."""
+
+    def __init__(self, output_fields, agent_name, role="helpful assistant", model=None, temperature=0.5):
+        self.output_fields, self.agent_name = list(output_fields), agent_name
+        self.role, self.model, self.temperature = role, model, temperature
+        self.id = random_id()
+
+    def __repr__(self):
+        return "%s %s" % (self.agent_name, self.id)
+
+    def query(self, input_infos, instruction, iteration_idx=-1):
+        infos = [[i.name, i.author, i.content, i.iteration_idx] for i in input_infos if isinstance(i, Info)]
+        reply = _sync_request("ADAS", {"output_fields": [str(f) for f in self.output_fields],
+                                       "agent_name": str(self.agent_name), "agent": repr(self),
+                                       "role": str(self.role), "temperature": self.temperature,
+                                       "input_infos": infos, "instruction": str(instruction),
+                                       "iteration_idx": iteration_idx})
+        return [Info(k, repr(self), v, iteration_idx) for k, v in reply]
+
+    def __call__(self, input_infos, instruction, iteration_idx=-1):
+        return self.query(input_infos, instruction, iteration_idx=iteration_idx)
+
+
+class AgentSystem:
+    pass
+
+
+def _sync_state():
+    cv = _SYNC["cv"]
+    with cv:
+        while not _SYNC["done"] and (_SYNC["req"] is None or _SYNC["req"].id is not None):
+            cv.wait()
+        if _SYNC["done"]:
+            if _SYNC["error"] is not None:
+                e = _SYNC["error"]
+                return {"error": "".join(_traceback.format_exception(type(e), e, e.__traceback__))[-3000:]}
+            out = _SYNC["result"]
+            if isinstance(out, Info):
+                out = out.content
+            return {"done": out if isinstance(out, str) else str(out)}
+        req = _SYNC["req"]
+        req.id = "r%d" % _S["next_id"]
+        _S["next_id"] += 1
+        return {"pending": [{"id": req.id, "op": req.op, "args": req.args}]}
+
+
+def _adas_start(payload):
+    import random as _r
+    _SYNC["rng"] = _r.Random(payload.get("seed", 0))
+    ns = {"LLMAgentBase": LLMAgentBase, "Info": Info, "random_id": random_id, "json": _json,
+          "AgentSystem": AgentSystem, "__name__": "adas_agent"}
+    local = {}
+    exec(compile(_WORKFLOW["graph"], "<agent.py>", "exec"), ns, local)
+    names = list(local)
+    if len(names) != 1 or not callable(local[names[0]]):
+        raise AssertionError("%d things in namespace. Please only provide 1" % len(names))
+    ns.update(local)  # helpers the function defines stay reachable by name
+    fn = local[names[0]]
+    system = AgentSystem()
+    task = Info("task", "User", payload["problem"], -1)
+
+    def work():
+        try:
+            _SYNC["result"] = fn(system, task)
+        except BaseException as exc:  # noqa: BLE001
+            _SYNC["error"] = exc
+        finally:
+            with _SYNC["cv"]:
+                _SYNC["done"] = True
+                _SYNC["cv"].notify_all()
+    _threading.Thread(target=work, daemon=True).start()
+    return _sync_state()
+
+
+def _adas_step(answers):
+    req = _SYNC["req"]
+    ans = dict(answers).get(req.id) if req is not None else None
+    if ans is None:
+        return {"error": "no answer for the agent's pending call"}
+    with _SYNC["cv"]:
+        if "err" in ans:
+            req.error = str(ans["err"])
+        else:
+            req.value = ans.get("ok")
+        req.done = True
+        _SYNC["req"] = None
+        _SYNC["cv"].notify_all()
+    return _sync_state()
 
 
 _sys.modules["asyncio"] = asyncio  # `import asyncio` in a graph gets the scheduler above

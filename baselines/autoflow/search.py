@@ -174,6 +174,15 @@ class SearchContext:
                        runner_cfg={**s.runner_cfg, "progress": False}, results_root=self.out_dir / "evals",
                        full_config=full, roles_cfg=roles_cfg)
 
+    def example_problem(self) -> tuple[str, Any]:
+        """(task text, gold) of the first validate problem: ADAS shows the meta agent one example question."""
+        from harness.benchmark import build_benchmark
+
+        bench = build_benchmark({**self.spec.benchmark_cfg, "split": self.search_cfg.get("split", "validate"),
+                                 "limit": 1, "sample": None})
+        problem = bench.load()[0][0]
+        return bench.render(problem), problem.gold
+
     # ---- resumption ----------------------------------------------------------------------------
     @property
     def state_path(self) -> Path:

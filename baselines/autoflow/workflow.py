@@ -10,7 +10,9 @@ entry point); never the gold or the scored tests.
 """
 from __future__ import annotations
 
+import hashlib
 import inspect
+from collections import Counter
 from typing import Any
 
 from harness.types import Solution
@@ -36,14 +38,20 @@ class SandboxedWorkflow:
     ``limits``: :class:`~baselines.autoflow.channel.Limits` fields; ``sampling``: executor sampling defaults
     for every operator call (AFlow's executor: temperature 0 unless the config says otherwise)."""
 
-    def __init__(self, graph: str, prompt: str = "", *, role: str | None = "executor",
+    def __init__(self, graph: str, prompt: str = "", *, kind: str = "aflow", role: str | None = "executor",
                  operators: list[str] | None = None, limits: dict[str, Any] | None = None,
-                 sampling: dict[str, Any] | None = None, dataset: str | None = None, name: str = "") -> None:
+                 sampling: dict[str, Any] | None = None, dataset: str | None = None,
+                 answer_description: str = "", name: str = "") -> None:
+        if kind not in ("aflow", "adas"):
+            raise ValueError(f"workflow kind {kind!r}: aflow (async class Workflow) or adas (def forward)")
         self.name = name
+        self.kind = kind
         self.graph, self.prompt = graph, prompt or ""
         self.role = role
-        allowed = list(operators) if operators is not None else [*ops_mod.OPERATORS, "LLM"]
-        unknown = [o for o in allowed if o not in ops_mod.OPERATORS and o != "LLM"]
+        self.answer_description = answer_description
+        default = ["ADAS"] if kind == "adas" else [*ops_mod.OPERATORS, "LLM"]
+        allowed = list(operators) if operators is not None else default
+        unknown = [o for o in allowed if o not in ops_mod.OPERATORS and o not in ("LLM", "ADAS")]
         if unknown:
             raise ValueError(f"unknown operator(s) {unknown}; known: {sorted(ops_mod.OPERATORS)} and LLM")
         self.allowed = frozenset(allowed)
@@ -52,20 +60,24 @@ class SandboxedWorkflow:
         self.dataset = dataset
 
     def payload(self, problem: ProblemView, ctx: Any) -> dict[str, Any]:
+        seed = int.from_bytes(hashlib.sha256(f"{ctx.seed}:{problem.id}".encode()).digest()[:4], "big")
         out = {"problem": ctx.benchmark.render(problem), "dataset": self.dataset or ctx.benchmark.name,
-               "name": "workflow"}
+               "name": "workflow", "seed": seed}
         if ctx.benchmark.domain == "code" and problem.fields.get("entry_point"):
             out["entry_point"] = str(problem.fields["entry_point"])
         return out
 
     async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
         ops = ops_mod.Ops(ctx, role=self.role, **self.sampling)
+        seen: Counter[str] = Counter()
 
         async def handler(op: str, args: dict[str, Any]) -> Any:
             if op not in self.allowed:
                 raise OperatorRefused(f"operator {op!r} is not allowed (allowed: {sorted(self.allowed)})")
             if not all(isinstance(k, str) and _plain(v) for k, v in args.items()):
                 raise OperatorRefused(f"{op}: arguments must be plain text, numbers or lists of them")
+            if op == "ADAS":
+                return await self._adas_agent(ctx, ops, seen, args)
             if op == "LLM":
                 if set(args) != {"prompt"} or not isinstance(args["prompt"], str):
                     raise OperatorCallError("LLM takes one text argument: prompt")
@@ -85,7 +97,70 @@ class SandboxedWorkflow:
                 ops.record(op, operator_error=f"{type(exc).__name__}: {exc}")
                 raise OperatorCallError(f"{op}: {type(exc).__name__}: {exc}") from None
 
-        outcome = await run_workflow(self.graph, self.prompt, self.payload(problem, ctx), handler, self.limits)
+        outcome = await run_workflow(self.graph, self.prompt, self.payload(problem, ctx), handler, self.limits,
+                                     kind=self.kind)
         trace = {"workflow": outcome.to_dict(), "operators": ops.trace}
         # a failed workflow answers nothing: the benchmark scores it 0 (AFlow scores a crashed graph 0 too)
         return Solution(answer=outcome.answer or "", trace=trace)
+
+    async def _adas_agent(self, ctx: Any, ops: Any, seen: Counter, args: dict[str, Any]) -> list[list[Any]]:
+        """ADAS ``LLMAgentBase.query``: role + JSON format system prompt, the input infos and the instruction;
+        the JSON reply's fields in its own order, missing ones filled with '' and extra ones dropped (as
+        released). Returns ``[[field, value], ...]``."""
+        import json_repair
+
+        fields = args.get("output_fields")
+        infos = args.get("input_infos")
+        if not (isinstance(fields, list) and fields and all(isinstance(f, str) for f in fields)
+                and isinstance(infos, list) and isinstance(args.get("instruction"), str)):
+            raise OperatorCallError("LLMAgentBase needs output_fields (list of str), input infos and an instruction")
+        desc = {k: f"Your {k}." if "answer" not in k else f"Your {k}. {self.answer_description}".rstrip()
+                for k in fields}
+        system = (f"You are a {args.get('role') or 'helpful assistant'}.\n\nReply EXACTLY with the following JSON "
+                  f"format.\n{desc}\nDO NOT MISS ANY REQUEST FIELDS and ensure that your response is a well-formed "
+                  "JSON object!\n")
+        text = ""
+        me = str(args.get("agent", ""))
+        for info in infos:
+            if not (isinstance(info, list) and len(info) == 4):
+                continue
+            name, author, content, idx = info
+            author = f"{author} (yourself)" if author == me else author
+            if name == "task":
+                text += f"# Your Task:\n{content}\n\n"
+            elif idx != -1:
+                text += f"### {name} #{int(idx) + 1} by {author}:\n{content}\n\n"
+            else:
+                text += f"### {name} by {author}:\n{content}\n\n"
+        user = text + args["instruction"]
+        temp = args.get("temperature")
+        temp = 0.5 if not isinstance(temp, (int, float)) or isinstance(temp, bool) else min(2.0, max(0.0, float(temp)))
+        stage = "agent"
+        key = hashlib.sha256((system + "\0" + user + f"\0{temp}").encode()).hexdigest()
+        offset = seen[key]
+        seen[key] += 1
+        out = await ctx.generate([{"role": "system", "content": system}, {"role": "user", "content": user}],
+                                 stage=stage, role=self.role, sample_offset=offset, temperature=temp,
+                                 **{k: v for k, v in self.sampling.items() if k != "temperature"})
+        reply = out[0].text
+        try:
+            parsed = json_repair.loads(reply)
+        except Exception:  # noqa: BLE001 - an unreadable reply is an empty one (released: fields filled with '')
+            parsed = {}
+        resp = dict(parsed) if isinstance(parsed, dict) else {}
+        for k in fields:
+            if k not in resp and len(resp) < len(fields):
+                resp[k] = ""
+        for k in list(resp):
+            if len(resp) > len(fields) and k not in fields:
+                del resp[k]
+        pairs = [[str(k), v if isinstance(v, (str, int, float, bool)) or v is None else json_dumps(v)]
+                 for k, v in resp.items()]
+        ops.record("LLMAgentBase", agent=me, fields=fields, reply=reply)
+        return pairs
+
+
+def json_dumps(v: Any) -> str:
+    import json
+
+    return json.dumps(v, ensure_ascii=False)
