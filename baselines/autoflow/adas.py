@@ -1,7 +1,7 @@
 """ADAS (Hu et al., ICLR 2025): Meta Agent Search over an archive of agents written as code.
 
 Facts from the authors' code (ShengranHu/ADAS @2702bee: ``_mgsm/search.py``, ``_drop/search.py``,
-``_mgsm/utils.py``; prompts and the initial archive in ``data/adas_prompts.json``, extracted from
+``_mgsm/utils.py``; prompts and the initial archive in ``prompts/adas_prompts.json``, extracted from
 ``_mgsm/mgsm_prompt.py`` and ``_drop/drop_prompt.py``), re-implemented, not copied:
 
 - The archive starts with 7 agents (CoT, CoT-SC, Self-Refine, LLM Debate, Step-back Abstraction,
@@ -28,7 +28,7 @@ from typing import Any
 from baselines.autoflow.search import SearchContext, SearchResult
 
 WORKFLOW_SOLVER = "baselines.autoflow.workflow:SandboxedWorkflow"
-PROMPTS = json.loads((Path(__file__).parent / "data" / "adas_prompts.json").read_text(encoding="utf-8"))
+PROMPTS = json.loads((Path(__file__).parent / "prompts" / "adas_prompts.json").read_text(encoding="utf-8"))
 DEBUG_MESSAGE = ("Error during evaluation:\n{error}\nCarefully consider where you went wrong in your latest "
                  "implementation. Using insights from previous attempts, try to debug the current code to implement "
                  "the same thought. Repeat your previous thought in 'thought', and put your thinking for debugging "
