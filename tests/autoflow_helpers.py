@@ -94,3 +94,25 @@ class ADASScript:
         n = int(re.search(r"What is (\d+)\+", user).group(1))
         good = "Think." in user.split("# Your Task:")[-1].split("\n\n", 1)[-1]
         return json.dumps({"thinking": "...", "answer": f"ANSWER: {2 * n if good else n}"})
+
+
+class JudgeFlowScript(AFlowScript):
+    """Judge: ranks B1 first. Optimiser: replaces the blamed block by a Custom step with 'Think. '.
+    Executor: as :class:`AFlowScript` (right only after 'Think.')."""
+
+    def __init__(self, instruction: str = "Think. ") -> None:
+        super().__init__()
+        self.instruction = instruction
+        self.judge_prompts: list[str] = []
+
+    def __call__(self, messages, sampling):
+        text = messages[-1]["content"]
+        if text.startswith("You are the judge"):
+            self.judge_prompts.append(text)
+            return json.dumps({"ranking": ["B1"], "reason": "B1 answers without thinking"})
+        if text.startswith("You are optimising an agentic workflow"):
+            self.optimizer_prompts.append(text)
+            n = len(self.optimizer_prompts)
+            return json.dumps({"modification": f"think first {n}", "blocks": [
+                {"type": "seq", "description": "think", "operators": [{"op": "Custom", "instruction": self.instruction}]}]})
+        return super().__call__(messages, sampling)
