@@ -252,3 +252,14 @@ def test_math_l5_judge_reads_the_reference_solution_which_methods_do_not_see():
     p = b.load()[0][0]
     assert "\\boxed" in judge_fields(b, p)["ground_truth"]
     assert "solution" not in ProblemView.of(p, b.hidden()).fields
+
+
+def test_configs_built_on_others_compose():
+    from tests.conftest import compose
+
+    _needs("math/math500_test.jsonl", "humaneval/HumanEval.jsonl")
+    m5 = compose(["benchmark=math500"])["benchmark"]
+    assert (m5["name"], m5["split"], m5["equivalence"]) == ("math500", "math500", "math_verify")
+    assert len(build_benchmark(m5).load()[0]) == 500
+    he = compose(["benchmark=humaneval_dyflow"])["benchmark"]
+    assert he["name"] == "humaneval_dyflow" and he["execute_code"] and he["public_tests_file"]
