@@ -26,6 +26,7 @@ LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX
 
 help:
 	@echo "make reproduce-table1 [BACKBONE=local|gpt-4o-mini|vllm] [SIZE=smoke]   Table 1 on the chosen backbone"
+	@echo "make reproduce-dyflow-train | reproduce-dyflow-table1 ... | reproduce-dyflow   DyFlow (README: Reproducing the papers)"
 	@echo "make test | test-fast | test-slow                          tests (all | unit only | end-to-end only)"
 	@echo "make data                                                  fill \$$AGENTIC_REPRO_DATA (default data/)"
 	@echo "make bench                                                 the benchmarks under bench/"
@@ -174,3 +175,40 @@ reproduce-dynagraph-table2: $(BACKBONE_DEPS) data
 	$(PY) -m scripts.dynagraph_tables table=2 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
 bench-dynagraph-memory: install-local install-train
 	mkdir -p results/dynagraph && $(PY) bench/dynagraph_memory.py --json results/dynagraph/memory.json
+
+# ---- DyFlow (arXiv 2509.26062): Tables 1-4, 8-10, Figures 3/7, 4, 6 (scripts/dyflow_tables.py,
+# scripts/experiments/dyflow_tables.yaml) and the designer's training (dyflow/train/, docs/training.md "DyFlow").
+# SIZE: embedded (default on local) | paper. A row whose method/benchmark/adapter is not there prints "—" with why.
+# TRAIN_BASE: the designer's base for training (local = the embedded GGUF; microsoft/phi-4 on a GPU, the paper's)
+TRAIN_BASE ?= local
+DYFLOW_RUN = $(PY) -m scripts.dyflow_tables run=true backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+.PHONY: reproduce-dyflow-train reproduce-dyflow-train-xtask reproduce-dyflow-table1 reproduce-dyflow-table2 \
+        reproduce-dyflow-table3 reproduce-dyflow-table4 reproduce-dyflow-cost reproduce-dyflow-table10 \
+        reproduce-dyflow-passk reproduce-dyflow-fig6 reproduce-dyflow dyflow-figures
+reproduce-dyflow-train: $(BACKBONE_DEPS) install-train data
+	$(DYFLOW_RUN) table=selfplay
+	$(PY) -m dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=$(TRAIN_BASE) \
+	    steps=collect,sft,kto,kto_only $(TRAIN_ARGS)
+reproduce-dyflow-train-xtask: $(BACKBONE_DEPS) install-train data
+	$(DYFLOW_RUN) table=selfplay-B
+	$(PY) -m dyflow.train.pipeline runs=results/dyflow_selfplay-B out=adapters/dyplanner-xtask-B base=$(TRAIN_BASE) $(TRAIN_ARGS)
+reproduce-dyflow-table1: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table1,operators
+reproduce-dyflow-table2: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table2,table9
+reproduce-dyflow-table3: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table3
+reproduce-dyflow-table4: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table4
+reproduce-dyflow-cost: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table1,table8,table9
+reproduce-dyflow-table10: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=table10
+reproduce-dyflow-passk: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=passk
+reproduce-dyflow-fig6: install
+	$(PY) -m scripts.dyflow_tables table=operators $(ARGS)
+reproduce-dyflow: $(BACKBONE_DEPS) data
+	$(DYFLOW_RUN) table=all
+dyflow-figures: install
+	$(PY) -m scripts.dyflow_tables table=all $(ARGS)

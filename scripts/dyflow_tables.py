@@ -6,7 +6,8 @@ they need.
     python -m scripts.dyflow_tables table=table4 run=true size=paper backbone=vllm
     python -m scripts.dyflow_tables table=table1 run=true dry_run=true     # print the plan only
 
-Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all), ``run``, ``dry_run``,
+Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all; ``selfplay`` /
+``selfplay-B``: the self-play runs on the train splits that dyflow.train learns from), ``run``, ``dry_run``,
 ``backbone``, ``size`` (embedded|paper; default from the backbone), ``results_root``, ``out``, ``seeds``,
 ``limit``; any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
 ``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
@@ -34,6 +35,8 @@ REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
 OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "local", "size": None,
            "results_root": "results", "out": None, "seeds": None, "limit": None}
+# Table 1's extra row: DyFlow with the untrained designer (the run's own model), the same runs as Table 2's base row
+UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
               "n_seeds", "n_errors", "paper", "diff", "value", "reason", "sources"]
 
@@ -526,11 +529,11 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
     items: list[Planned] = []
     skipped: list[str] = []
 
-    def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str]) -> None:
+    def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str], limit: Any = "size") -> None:
         if bench_missing(bench):
             skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
             return
-        lim = _limit(size, method, opts.get("limit"))
+        lim = _limit(size, method, opts.get("limit")) if limit == "size" else limit
         for s in seeds:
             ov = [f"experiment={exp}", f"method={method}", f"benchmark={bench}", f"backbone={bb}", f"seed={s}",
                   f"limit={'null' if lim in (None, 'null') else int(lim)}", *size.get("overrides", []), *extra, *user]
@@ -549,6 +552,9 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
 
     if table in ("table1", "table2", "table4"):
         rows_of(table)
+        if table == "table1":   # the DyFlow row with the untrained designer (Table 2's base row) runs regardless
+            for b in spec["benchmarks"]:
+                add("DyFlow, untrained designer", UNTRAINED["experiment"], "dyflow", b, backbone, [])
     elif table == "table3":
         t = spec["table3"]
         for row in t["rows"]:
@@ -585,6 +591,14 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
             for b in spec["benchmarks"]:
                 add(m["label"], t["experiment"], m["method"], b, backbone,
                     [f"samples_per_task={int(size.get('samples_per_task') or 5)}", *ov])
+    elif table in ("selfplay", "selfplay-B"):
+        # self-play on the train splits (the designer as configured: e.g. backbone@roles.designer=<teacher>)
+        sp = spec["selfplay"]
+        split = "B" if table.endswith("-B") else "A"
+        lim = opts.get("limit") if opts.get("limit") is not None else size.get("selfplay_limit")
+        for b in sp["train_benchmarks"][split]:
+            add(f"self-play {b}", sp["experiment"] + ("-B" if split == "B" else ""), sp["method"], b, backbone,
+                [f"benchmark.split={sp['split']}"], limit=lim)
     else:
         skipped.append(f"{table}: renders the runs of other tables (table1/table2), nothing of its own to run")
     return items, skipped
@@ -611,8 +625,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
         else:
             for bb in backbones:
                 if key in ("table1", "table2", "table4"):
-                    extra = [{"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}] \
-                        if key == "table1" else None
+                    extra = [UNTRAINED] if key == "table1" else None
                     ts.append(score_table(res, spec, key, bb, records, extra))
                 elif key == "table3":
                     ts.append(table3(res, spec, bb, records))
@@ -636,7 +649,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
 def main(argv: list[str] | None = None) -> int:
     opts, user = parse_args(list(sys.argv[1:] if argv is None else argv), OPTIONS)
     which = list(TABLES) if opts["table"] == "all" else csv_list(opts["table"]) or []
-    bad = [w for w in which if w not in TABLES]
+    bad = [w for w in which if w not in (*TABLES, "selfplay", "selfplay-B")]
     if bad:
         raise SystemExit(f"table={','.join(bad)}: choose from {', '.join(TABLES)} or all")
     root = Path(opts["results_root"])
@@ -661,6 +674,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         require_backbone_key(opts["backbone"])
         execute(items, log=eprint)
+    which = [w for w in which if w in TABLES]
+    if not which:
+        return 0
     resw = write_all(root, which, None, Path(opts["out"]) if opts["out"] else None)
     for key, ts in resw["tables"].items():
         for t in ts:

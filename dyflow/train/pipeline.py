@@ -6,15 +6,16 @@
     python -m dyflow.train.pipeline ... steps=collect,sft    # only some steps (each resumes / is reused)
 
 Options: ``runs`` (run folders, comma-separated), ``out``, ``base`` (as ``training.train``), ``steps``
-(``collect,sft,kto``), collection options of :mod:`dyflow.train.collect` (``prompt``, ``completion``,
+(default ``collect,sft,kto``; add ``kto_only`` for Table 4's "w/o SFT" adapter), collection options of :mod:`dyflow.train.collect` (``prompt``, ``completion``,
 ``label_source``, ``threshold``, ``ratio``, ``seed``, ``benchmarks``), and ``sft.<key>=...`` / ``kto.<key>=...``
 overrides of ``configs/training/dyflow_sft.yaml`` / ``dyflow_kto.yaml`` (the D.2 hyper-parameters).
 
 The output folder: ``data/`` (the datasets and ``collect.json``), ``sft/`` and ``kto/`` (``training.train``
 folders: ``adapter/`` for peft and vLLM, ``adapter.gguf`` for the embedded server, identity files, ``loss.png``,
 resumable ``checkpoints/``) and ``serve.json``: the overrides that make the KTO adapter the designer role of a
-DyFlow run with no code change. ``w/o SFT`` (Table 4) is ``steps=collect,kto kto.init_adapter=null`` (KTO from a
-fresh LoRA, the base as reference), ``w/o KTO`` is the ``sft/`` adapter.
+DyFlow run with no code change. Adapter names (``configs/method/dyflow*.yaml``): ``dyplanner`` = ``kto/`` (SFT then
+KTO), ``dyplanner_sft`` = ``sft/`` (Table 4 "w/o KTO"), ``dyplanner_kto`` = ``kto_only/`` (KTO from a fresh LoRA with
+the base as reference: "w/o SFT", step ``kto_only``).
 """
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ from dyflow.train.collect import CollectOptions, _parse_options, collect
 __all__ = ["compose_stage", "serve_overrides", "run_pipeline", "main"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "training"
-STEPS = ("collect", "sft", "kto")
+STEPS = ("collect", "sft", "kto", "kto_only")
+DEFAULT_STEPS = ("collect", "sft", "kto")
+# adapter name (as configs/method/dyflow*.yaml bind them) -> sub-folder of the pipeline's out
+ADAPTERS = {"dyplanner": "kto", "dyplanner_sft": "sft", "dyplanner_kto": "kto_only"}
 
 
 def compose_stage(stage: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
@@ -43,21 +47,24 @@ def compose_stage(stage: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
-def serve_overrides(adapter_dir: Path, name: str = "dyplanner") -> dict[str, list[str]]:
-    """harness.run overrides that serve a trained designer: embedded llama.cpp (GGUF), peft in process, vLLM."""
-    gguf = adapter_dir.parent / "adapter.gguf"
+def serve_overrides(out: Path, name: str = "dyplanner") -> dict[str, list[str]]:
+    """harness.run overrides that serve the trained designers: embedded llama.cpp (GGUF LoRA), peft in process,
+    vLLM (peft folders). Every adapter on disk is declared (the ablations bind dyplanner_sft / dyplanner_kto
+    themselves); ``name`` is bound to the designer role."""
+    have = {n: (out / sub).resolve() for n, sub in ADAPTERS.items() if (out / sub / "adapter").is_dir()}
+    gguf = [f"+backbone.adapters.{n}.path={d / 'adapter.gguf'}" for n, d in have.items() if (d / "adapter.gguf").is_file()]
+    peft = [f"+backbone.adapters.{n}.path={d / 'adapter'}" for n, d in have.items()]
+    bind = [f"roles.designer.adapter={name}"] if name in have else []
     return {
-        "local": [f"+backbone.adapters.{name}.path={gguf.resolve()}", f"roles.designer.adapter={name}"],
-        "peft-local": ["backbone=peft-local", f"+backbone.adapters.{name}.path={adapter_dir.resolve()}",
-                       f"roles.designer.adapter={name}"],
-        "vllm": ["backbone=vllm", f"+backbone.adapters.{name}.path={adapter_dir.resolve()}",
-                 f"roles.designer.adapter={name}",
-                 f"# server side: vllm serve <base> --enable-lora --max-lora-rank 16 "
-                 f"--lora-modules {name}={adapter_dir.resolve()}"],
+        "local": [*gguf, *bind],
+        "peft-local": ["backbone=peft-local", *peft, *bind],
+        "vllm": ["backbone=vllm", *peft, *bind,
+                 "# server side: vllm serve <base> --enable-lora --max-lora-rank 16 --lora-modules "
+                 + " ".join(f"{n}={d / 'adapter'}" for n, d in have.items())],
     }
 
 
-def run_pipeline(runs: Sequence[str], out: str | Path, *, base: str = "local", steps: Sequence[str] = STEPS,
+def run_pipeline(runs: Sequence[str], out: str | Path, *, base: str = "local", steps: Sequence[str] = DEFAULT_STEPS,
                  opts: CollectOptions | None = None, sft_overrides: Sequence[str] = (),
                  kto_overrides: Sequence[str] = (), name: str = "dyplanner") -> dict[str, Any]:
     from training.train import train
@@ -89,8 +96,14 @@ def run_pipeline(runs: Sequence[str], out: str | Path, *, base: str = "local", s
         result["kto"] = {"adapter": str(r.adapter_dir), "gguf": str(r.gguf) if r.gguf else None, "steps": r.steps,
                          "losses": r.losses, "init_adapter": cfg.get("init_adapter")}
         final = r.adapter_dir
-    if final.is_dir():
-        result["serve"] = serve_overrides(final, name)
+    if "kto_only" in steps:   # Table 4 "w/o SFT": KTO from a fresh LoRA, the base model as the reference
+        cfg = compose_stage("kto", [f"data={data / 'designer-kto.jsonl'}", f"out={out / 'kto_only'}", f"base={base}",
+                                    f"name={name}_kto", "init_adapter=null", *kto_overrides])
+        r = train(cfg)
+        result["kto_only"] = {"adapter": str(r.adapter_dir), "gguf": str(r.gguf) if r.gguf else None,
+                              "steps": r.steps, "losses": r.losses}
+    if final.is_dir() or (out / "kto_only" / "adapter").is_dir():
+        result["serve"] = serve_overrides(out, name)
         (out / "serve.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     return result
 
@@ -105,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = kv.pop("out", "")
     base = kv.pop("base", "local")
     name = kv.pop("name", "dyplanner")
-    steps = [s for s in kv.pop("steps", ",".join(STEPS)).split(",") if s]
+    steps = [s for s in kv.pop("steps", ",".join(DEFAULT_STEPS)).split(",") if s]
     if not out or ("collect" in steps and not runs):
         print(__doc__, file=sys.stderr)
         return 2
@@ -121,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"dyflow.train.pipeline: {exc}", file=sys.stderr)
             return 2
         raise
-    for s in ("sft", "kto"):
+    for s in ("sft", "kto", "kto_only"):
         if s in res:
             lo = res[s]["losses"]
             print(f"{s}: {res[s]['steps']} steps, loss {lo[0]:.4f} -> {lo[-1]:.4f}; {res[s]['adapter']}"
