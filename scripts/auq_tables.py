@@ -74,7 +74,7 @@ def webshop_files_missing(data_root: str | None = None) -> list[str]:
 def footnotes_for(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, Any] | None) -> list[str]:
     out: list[str] = []
     if row.get("native_confidence") is False:
-        out.append("no native confidence: elicited with AUQ's instruction (agents.confidence) for measurement")
+        out.append("no native confidence: the method's own has none (elicited for measurement)")
     recorded = [a.deviations() for a in aggs.values() if a.runs]
     devs = [d for ds in recorded if ds for d in ds] if any(d is not None for d in recorded) else \
         list(((method_config(row["method"]) or {}).get("deviations")) or [])
@@ -152,12 +152,18 @@ def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
                 t.rows.append([label, *([status or "—"] + [""] * (len(cols) - 2))])
                 records.append({**rec, "status": status})
                 continue
+            n_conf = rep["n"] - rep["no_confidence"]
+            if n_conf == 0:
+                t.rows.append([label, "— (no step stated a parsable confidence)", *[""] * (len(cols) - 3),
+                               f"0/{rep['n']}"])
+                records.append({**rec, "status": "no confidence", "n": rep["n"], "n_conf": 0,
+                                "missing_steps": rep["missing_steps"], "steps": rep["steps"]})
+                continue
             cells = []
             for phi in PHIS:
                 pr = rep["phi"][phi]
                 cells += [fmt(pr["t_ece"], 3), fmt(pr["t_bs"], 3)]
                 rec.update({f"{phi}_t_ece": pr["t_ece"], f"{phi}_t_bs": pr["t_bs"], f"{phi}_n": pr["n"]})
-            n_conf = rep["n"] - rep["no_confidence"]
             t.rows.append([label, *cells, f"{n_conf}/{rep['n']}"])
             records.append({**rec, "status": "ok", "n": rep["n"], "n_conf": n_conf, "missing_steps": rep["missing_steps"],
                             "steps": rep["steps"]})

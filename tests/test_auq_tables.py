@@ -71,6 +71,8 @@ def results(tmp_path, monkeypatch):
         pred("p0", True, [0.9, 0.95], s2={0: S2}), pred("p1", True, [0.9]),
         pred("p2", False, [0.7], s2={0: {**S2, "c_init": 0.2, "c_final": 0.7}}), pred("p3", False, [0.4])],
         calls=7.0)
+    # CoT-SC: no step stated a confidence
+    write_run(root, "auq", "alfworld", "agent_cot_sc", [pred("p0", True, [None]), pred("p1", False, [None, None])])
     # Forward: one error -> incomplete, never averaged
     write_run(root, "auq", "alfworld", "auq_forward", [pred("p0", True, [0.9]), pred("p1", False, [0.2], status="error")])
     # Figure 6 points
@@ -97,6 +99,7 @@ def test_tables_numbers_hand_checked(results):
     assert react["last_t_ece"] == pytest.approx((0 + 0.6 + 0.8) / 3)        # three singleton bins
     assert react["min_t_ece"] == pytest.approx((0.1 + 0.6 + 0.8) / 3)       # min of p0 = 0.9
     assert t1[("alfworld", "auq_forward")]["status"].startswith("incomplete 1/2, 1 error")
+    assert t1[("alfworld", "agent_cot_sc")]["status"] == "no confidence" and t1[("alfworld", "agent_cot_sc")]["n"] == 2
     assert "WebShop product files missing" in t1[("webshop", "react")]["status"]
     t2 = {(r["benchmark"], r["method"]): r for r in d["table2"]}
     assert t2[("alfworld", "react")]["sr"] == 50.0 and t2[("alfworld", "auq_dual")]["calls_per_episode"] == 7.0
