@@ -26,10 +26,6 @@ from dynagraph.schema import EXPERTS, Feedback, PlanNode, parse_feedback, parse_
 from dynagraph.topology import TaskGraph
 from harness.types import Solution
 
-FALLBACK_PLAN = [PlanNode(id="v1", expert="E_logic", subtask="Solve the question step by step.", inputs=[]),
-                 PlanNode(id="v2", expert="E_expr", subtask="Write the final answer.", inputs=["v1"])]
-
-
 class PlanFailure(RuntimeError):
     """The planner gave no valid plan within max_plan_attempts and on_plan_failure=error."""
 
@@ -128,6 +124,8 @@ class DynaGraph:
         record["fallback"] = True
         used = tr.graph.ids()
         k = 1 + len(used)
+        while f"v{k}" in used or f"v{k + 1}" in used:
+            k += 1
         a, b = f"v{k}", f"v{k + 1}"
         nodes = [PlanNode(id=a, expert="E_logic", subtask="Solve the question step by step.",
                           inputs=sorted(available)),
