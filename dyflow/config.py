@@ -41,6 +41,7 @@ class Options:
     errors_in_summary: bool = True       # paper §3.1: s_t holds errors (release: logged, not shown)
     operator_catalogue: str = "release"  # release (the released designer prompt verbatim) | paper (Table 6 list)
     unknown_template: str = "error"      # error (re-ask) | default (the release's silent DEFAULT fallback)
+    key_repair: str = "off"              # off (re-ask) | drop: unknown input keys dropped (ours, for weak designers)
 
     # ---- the designer's adapter (w/o KTO, w/o SFT, DyPlanner) ----
     designer_adapter: str | None = None  # required adapter; used per call when the role binds none
@@ -95,6 +96,7 @@ class Options:
     def check(self) -> None:
         choices = {"planning": ("dynamic", "single_stage", "fixed_template"),
                    "operator_catalogue": ("release", "paper"), "unknown_template": ("error", "default"),
+                   "key_repair": ("off", "drop"),
                    "no_answer": ("last_output", "empty"), "temperatures": tuple(TEMPERATURES),
                    "task_suffix": ("release", "none"), "code_postprocess": ("none", "release"),
                    "test_code": ("public_tests", "off")}

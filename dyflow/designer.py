@@ -33,12 +33,14 @@ async def design_stage(ctx: Any, prompt: str, rules: StageRules, opts: Options, 
             attempts.append(Attempt(kind=kind, messages=list(messages), raw=raw, status="invalid", error=str(exc),
                                     repair_error=getattr(exc, "repair_error", None),
                                     finish_reason=out[0].finish_reason))
-            error = str(exc)
+            repair_error = getattr(exc, "repair_error", None)
+            error = str(exc) + (f" (after json repair: {repair_error})" if repair_error else "")
         else:
-            problems = check_stage(stage, rules)
+            fixes: list[str] = []
+            problems = check_stage(stage, rules, fixes)
             if not problems:
                 attempts.append(Attempt(kind=kind, messages=list(messages), raw=raw, status=status,
-                                        error=strict_error, finish_reason=out[0].finish_reason))
+                                        error=strict_error, finish_reason=out[0].finish_reason, fixes=fixes))
                 return stage, attempts
             error = "; ".join(problems)
             attempts.append(Attempt(kind=kind, messages=list(messages), raw=raw, status="invalid", error=error,

@@ -138,7 +138,7 @@ class DyFlow:
         rules = StageRules(memory_keys=tuple(state.memory), stage_number=n, organize_alone=opts.organize_alone,
                            allow_mixed_terminal=single or n >= opts.terminate_notice_stage,
                            require_terminal=single, first_stage_needs_problem=opts.first_stage_needs_problem,
-                           unknown_template=opts.unknown_template)
+                           unknown_template=opts.unknown_template, key_repair=opts.key_repair)
         return rules, notice
 
     def _loop_warning(self, state: WorkflowState) -> str | None:

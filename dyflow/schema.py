@@ -70,9 +70,18 @@ TERMINAL_TEMPLATES = frozenset({"ORGANIZE_SOLUTION", "TERMINATE"})
 LLM_FREE_TEMPLATES = frozenset({"TEST_CODE", "TERMINATE"})  # no executor call
 
 
+# Short names the released designer prompt itself uses ("try DECOMPOSE or ENSEMBLE instead") and their
+# obvious siblings; anything else must be a template's full name.
+ALIASES = {"DECOMPOSE": "DECOMPOSE_PROBLEM", "PLAN": "GENERATE_PLAN", "REVIEW": "REVIEW_SOLUTION",
+           "REFINE": "REFINE_ANSWER", "ORGANIZE": "ORGANIZE_SOLUTION", "SELF_CONSISTENCY": "SELF_CONSISTENCY_ENSEMBLE",
+           "SC_ENSEMBLE": "SELF_CONSISTENCY_ENSEMBLE", "ANSWER": "GENERATE_ANSWER", "TEST": "TEST_CODE"}
+
+
 def normalise_template(name: Any) -> str:
-    """``"generate answer"`` / ``"Generate-Answer"`` -> ``"GENERATE_ANSWER"`` (no other rewriting)."""
-    return "_".join(str(name or "").strip().upper().replace("-", " ").split())
+    """``"generate answer"`` / ``"Generate-Answer"`` -> ``"GENERATE_ANSWER"``; the short names of
+    :data:`ALIASES` -> their template."""
+    t = "_".join(str(name or "").strip().upper().replace("-", " ").split())
+    return ALIASES.get(t, t)
 
 
 class OperatorInstance(BaseModel):

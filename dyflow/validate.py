@@ -93,7 +93,15 @@ def _repaired(text: str) -> Any:
     obj = repair_json(span, return_objects=True)
     if not isinstance(obj, (dict, list)) or not obj:
         raise StageError("json-repair found no JSON object in the reply")
+    ops = obj.get("operators") if isinstance(obj, dict) else None
+    if isinstance(ops, list) and len(ops) > 1 and isinstance(ops[-1], dict) and not _has_template(ops[-1]):
+        obj["operators"] = ops[:-1]     # the operator a max_tokens cut left without its instruction_type
     return obj
+
+
+def _has_template(op: dict[str, Any]) -> bool:
+    p = op.get("params") if isinstance(op.get("params"), dict) else {}
+    return bool(p.get("instruction_type") or op.get("instruction_type") or op.get("template"))
 
 
 def _schema_error(exc: Exception) -> str:
@@ -137,15 +145,20 @@ class StageRules:
     require_terminal: bool = False      # single-stage mode
     first_stage_needs_problem: bool = True
     unknown_template: str = "error"     # error | default
+    key_repair: str = "off"             # off (re-ask) | drop (unknown input keys are dropped, recorded)
 
 
-def check_stage(stage: StageGraph, rules: StageRules) -> list[str]:
-    """Every violated rule, as a message the designer can act on; fixes ``unknown_template=default``
-    in place (the release runs unknown types with the DEFAULT prompt)."""
+def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = None) -> list[str]:
+    """Every violated rule, as a message the designer can act on. Fixes in place, noted in ``fixes``:
+    ``unknown_template=default`` (the release runs unknown types with the DEFAULT prompt) and
+    ``key_repair=drop`` (unknown input keys dropped; an LLM operator left without inputs gets
+    ``original_problem``)."""
     errors: list[str] = []
+    fixes = fixes if fixes is not None else []
     for op in stage.operators:
         if op.template not in TEMPLATES:
             if rules.unknown_template == "default":
+                fixes.append(f"{op.operator_id}: unknown instruction_type {op.template!r} run as DEFAULT")
                 op.template = "DEFAULT"
             else:
                 errors.append(f"{op.operator_id}: unknown instruction_type {op.template!r}; use one of "
@@ -157,6 +170,15 @@ def check_stage(stage: StageGraph, rules: StageRules) -> list[str]:
     if ORIGINAL_PROBLEM in outs:
         errors.append(f"'{ORIGINAL_PROBLEM}' is reserved for the problem and cannot be an output_key")
     available = set(rules.memory_keys) | {ORIGINAL_PROBLEM}
+    if rules.key_repair == "drop":
+        for op in stage.operators:
+            own = {o.output_key for o in stage.operators if o is not op and o.output_key}
+            gone = [k for k in op.input_keys if k not in available and k not in own]
+            if gone:
+                op.input_keys = [k for k in op.input_keys if k not in gone]
+                if not op.input_keys and op.template not in ("TERMINATE",):
+                    op.input_keys = [ORIGINAL_PROBLEM]
+                fixes.append(f"{op.operator_id}: dropped unknown input_keys {gone}")
     for op in stage.operators:
         own = {o.output_key for o in stage.operators if o is not op and o.output_key}
         missing = [k for k in op.input_keys if k not in available and k not in own]

@@ -90,6 +90,8 @@ def test_schema_round_trip_and_topological_order():
     raw = stage_json(1, [("REVIEW_SOLUTION", ["act_1"], "act_2"), ("generate answer", ["original_problem"], "act_1")])
     g = StageGraph.from_designer(json.loads(raw))
     assert g.templates == ["REVIEW_SOLUTION", "GENERATE_ANSWER"]          # names normalised
+    from dyflow.schema import normalise_template
+    assert normalise_template("Decompose") == "DECOMPOSE_PROBLEM" and normalise_template("ensemble") == "ENSEMBLE"
     assert [o.operator_id for o in g.topological_order()] == ["op_1_2", "op_1_1"]  # data flow first
     assert g.operators[1].instruction == "use ['original_problem']"       # φ = params.input_usage
     assert StageGraph.from_designer(g.to_designer()) == g
@@ -113,6 +115,20 @@ def test_read_stage_strict_repaired_invalid():
     assert ei.value.repair_error
     with pytest.raises(StageError, match="operators"):
         read_stage('{"stage_id": "stage_1", "stage_description": "x", "operators": []}', repair=True)
+
+
+def test_repair_drops_the_operator_a_cut_left_incomplete_and_key_repair():
+    cut = SOLVE[:SOLVE.index('"instruction_type": "REVIEW_SOLUTION"') - 2]
+    g, status, _ = read_stage(cut, repair=True)
+    assert status == "repaired" and g.templates == ["GENERATE_ANSWER"]
+    inv = StageGraph.from_designer(json.loads(stage_json(1, [("DECOMPOSE", ["quarters", "dimes"], "act_1"),
+                                                             ("GENERATE_ANSWER", ["original_problem", "x"], "act_2")])))
+    assert inv.templates[0] == "DECOMPOSE_PROBLEM"       # the released prompt's own short name
+    assert check_stage(inv.model_copy(deep=True), StageRules(memory_keys=(), stage_number=1))   # strict: errors
+    fixes: list[str] = []
+    assert check_stage(inv, StageRules(memory_keys=(), stage_number=1, key_repair="drop"), fixes) == []
+    assert [o.input_keys for o in inv.operators] == [["original_problem"], ["original_problem"]]
+    assert len(fixes) == 2 and "quarters" in fixes[0]
 
 
 def test_check_stage_rules():
