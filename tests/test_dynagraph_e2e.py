@@ -29,10 +29,11 @@ def test_dynagraph_on_strategyqa_with_two_adapters_on_the_embedded_server(tmp_pa
           f"+backbone.adapters.experts.path={adapters['experts']}", "+backbone.adapters.experts.scale=0.3",
           "roles.planner.adapter=planner", "roles.expert1.adapter=experts", "roles.expert2.adapter=experts",
           "roles.expert3.adapter=experts",
-          # CI budget: short answers, few nodes, one patch, no reconstruction
-          "method.params.max_tokens_plan=160", "method.params.max_tokens_expert=120", "method.params.max_plan_nodes=3",
-          "method.params.max_plan_attempts=2", "method.params.max_nodes=4", "method.params.max_patches=1",
-          "method.params.max_reconstructions=1"]
+          # CI budget (<= ~5 calls): one plan answer (cut at 128 tokens: repaired or the labelled fallback), 3 node
+          # executions, one patch, no reconstruction
+          "method.params.max_tokens_plan=128", "method.params.max_tokens_expert=64", "method.params.max_plan_nodes=3",
+          "method.params.max_plan_attempts=1", "method.params.max_nodes=3", "method.params.max_patches=1",
+          "method.params.max_reconstructions=0"]
     spec, metrics = run_e2e(tmp_path, ov)
     assert metrics["complete"] and metrics["n_errors"] == 0
     preds = check_run_files(spec, metrics, 1)
