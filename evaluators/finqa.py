@@ -13,8 +13,9 @@ LLM methods usually answer with a number, so the extraction rules are (recorded 
 ``last-number`` (the last number of the output), ``none``. A number is compared like an executed
 result (``numeric_match: official``: rounded to 5 decimals, equal); ``numeric_match: tolerant``
 (a named deviation, recorded) also accepts x/100 or x·100 and a relative error ≤ ``rel_tol``. Both
-verdicts are recorded in every score. Program accuracy (FinQA's symbolic program equivalence) needs
-a gold-format program and is not computed.
+verdicts are recorded in every score. When the output has a program, FinQA's **program accuracy** is
+recorded beside it (``program_correct``: symbolic equivalence with the gold program over the gold's
+operands, sympy-simplified, as the release's ``equal_program``).
 
 Data: ``dataset/test.json`` (1,147 items, a JSON array) of czyssrs/FinQA; ``make data`` downloads it
 and checks its git blob id. It is not in ``../shared/datasets``; without it the loader fails with one
@@ -135,6 +136,66 @@ def execute_program(program: str, table: list[list[str]]) -> float | str:
 _NUMBER_PCT = re.compile(r"(-?)\s?\$?\s?(\d[\d,]*(?:\.\d+)?|\.\d+)\s*(%?)")
 
 
+def program_equivalent(gold: str, pred: str) -> bool:
+    """FinQA's program accuracy: both programs as symbolic expressions over the gold program's operands
+    (each distinct number/constant and each table step a symbol, in order of appearance in the gold),
+    simplified with sympy and compared. An operand the gold does not use, a forward ``#k`` or a
+    malformed program → False."""
+    import sympy
+
+    try:
+        gold_steps, pred_steps = parse_program(gold), parse_program(pred)
+    except ProgramError:
+        return False
+    symbols: dict[str, Any] = {}
+
+    def sym(key: str) -> Any:
+        if key not in symbols:
+            symbols[key] = sympy.Symbol(f"a{len(symbols)}")
+        return symbols[key]
+
+    for op, a1, a2 in gold_steps:  # the gold fixes the symbol table
+        if op.startswith("table_"):
+            sym(f"{op}({a1}, {a2})")
+        else:
+            for a in (a1, a2):
+                if not a.startswith("#"):
+                    sym(a)
+
+    def build(steps: list[tuple[str, str, str]]) -> Any:
+        done: list[Any] = []
+        for i, (op, a1, a2) in enumerate(steps):
+            if op.startswith("table_"):
+                key = f"{op}({a1}, {a2})"
+                if key not in symbols:
+                    raise ProgramError("table step not in the gold")
+                done.append(symbols[key])
+                continue
+            args = []
+            for a in (a1, a2):
+                if a.startswith("#"):
+                    k = int(a[1:])
+                    if k >= i:
+                        raise ProgramError("forward reference")
+                    args.append(done[k])
+                elif a in symbols:
+                    args.append(symbols[a])
+                else:
+                    raise ProgramError("operand not in the gold")
+            x, y = args
+            done.append({"add": lambda: x + y, "subtract": lambda: x - y, "multiply": lambda: x * y,
+                         "divide": lambda: x / y, "exp": lambda: x ** y,
+                         "greater": lambda: sympy.Function("greater")(x, y)}[op]())
+        return done[-1]
+
+    try:
+        g = build(gold_steps)
+        p = build(pred_steps)
+    except (ProgramError, ValueError, IndexError):
+        return False
+    return bool(sympy.simplify(g) == sympy.simplify(p))
+
+
 def _as_answer(raw: str) -> float | str | None:
     """An answer line's value: yes/no, or its first number ("14.1%" → 0.141, "$1,200" → 1200)."""
     t = raw.strip().strip("*").strip().rstrip(".").lower()
@@ -237,6 +298,8 @@ class FinQA(Benchmark):
             raise ValueError(f"benchmark.numeric_match={mode!r}: choose official (FinQA's evaluation) or tolerant")
         rel_tol = float(self.cfg.get("rel_tol", 0.01))
         value, rule, extra = extract_answer(text, problem.fields["table"])
+        if "program" in extra and problem.fields.get("program"):  # FinQA's program accuracy, recorded beside
+            extra["program_correct"] = program_equivalent(problem.fields["program"], extra["program"])
         verdicts = {"official": official_match(value, problem.gold),
                     "tolerant": tolerant_match(value, problem.gold, rel_tol)}
         return Score(float(verdicts[mode]), value, {"rule": rule, "numeric_match": mode, "rel_tol": rel_tol,

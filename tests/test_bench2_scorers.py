@@ -263,3 +263,28 @@ def test_configs_built_on_others_compose():
     assert len(build_benchmark(m5).load()[0]) == 500
     he = compose(["benchmark=humaneval_dyflow"])["benchmark"]
     assert he["name"] == "humaneval_dyflow" and he["execute_code"] and he["public_tests_file"]
+
+
+@pytest.mark.parametrize("pred,ok", [
+    ("subtract(5829, 5735), divide(#0, 5735)", True),
+    ("divide(5829, 5735), subtract(#0, const_1)", False),  # const_1 is not an operand of the gold
+    ("subtract(5735, 5829), divide(#0, 5735)", False),
+    ("add(5829, 5735)", False),
+])
+def test_finqa_program_accuracy(pred, ok):
+    assert finqa.program_equivalent("subtract(5829, 5735), divide(#0, 5735)", pred) is ok
+
+
+def test_finqa_program_accuracy_is_symbolic():
+    assert finqa.program_equivalent("add(1, 2), multiply(#0, 3)", "multiply(3, 1), multiply(3, 2), add(#0, #1)")
+    assert finqa.program_equivalent("table_sum(net revenue, none)", "table_sum(net revenue, none)")
+
+
+def test_finqa_score_records_program_accuracy(tmp_path, monkeypatch):
+    (tmp_path / "finqa").mkdir()
+    shutil.copy(FIXTURE, tmp_path / "finqa" / "test.json")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path))
+    b = build_benchmark(_cfg("finqa"))
+    p1 = b.load()[0][0]
+    assert _score(b, "Program: subtract(5829, 5735), divide(#0, 5735)", p1).details["program_correct"] is True
+    assert "program_correct" not in _score(b, "Answer: 0.01639", p1).details
