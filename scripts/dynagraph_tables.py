@@ -13,6 +13,7 @@ results/dynagraph/memory.json`` when that file exists. Writes results/dynagraph/
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 import time
@@ -63,6 +64,13 @@ def build_plan(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> l
     return items
 
 
+@functools.lru_cache(maxsize=None)
+def _folder(method: str) -> str:
+    """The method's results folder: its yaml's plain ``name`` (no Hydra compose, which is slow), else composed."""
+    name = (method_config(method) or {}).get("name")
+    return name if isinstance(name, str) and "${" not in name else method_folder(method)
+
+
 def _cell_metrics(agg: Any) -> dict[str, Any]:
     runs = agg.scored
     n = sum(r.n for r in runs) or 1
@@ -70,6 +78,26 @@ def _cell_metrics(agg: Any) -> dict[str, Any]:
     flops = sum(r.totals("flops") for r in runs) / n
     lats = [float(p.get("latency_s") or 0.0) for r in runs for p in r.predictions() if p.get("status") != "error"]
     return {"acc": agg.mean, "tokens": tokens, "tflops": flops / 1e12, "lat": sum(lats) / len(lats) if lats else None}
+
+
+PAPER_MIX = {"strategyqa": "85% patching", "math": "59% reconstruction"}
+
+
+def intervention_mix(index: RunIndex, backbone: str, benches: list[str], labels: dict[str, str]) -> str:
+    """Figure 6(b): the share of fine-grained patching vs subgraph reconstruction among DynaGraph's interventions,
+    counted from the topology histories in the traces."""
+    parts = []
+    for b in benches:
+        agg = index.agg(b, "dynagraph", backbone) if benchmark_exists(b) else None
+        pat = rec = 0
+        for r in (agg.runs if agg else []):
+            for p in r.predictions():
+                t = p.get("trace") or {}
+                pat += int(t.get("patches") or 0)
+                rec += int(t.get("reconstructions") or 0)
+        ours = f"{100 * pat / (pat + rec):.0f}% patching of {pat + rec}" if pat + rec else "no intervention yet"
+        parts.append(f"{labels.get(b, b)} {ours} (paper {PAPER_MIX.get(b, 'not stated')})")
+    return "Figure 6(b) intervention mix, DynaGraph: " + "; ".join(parts)
 
 
 def _paper(exp: dict[str, Any], key: str, b: str) -> dict[str, Any]:
@@ -118,7 +146,7 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                 cells += ["—"] * width + [ptxt]
                 records.append({**base, "status": "missing", "reason": f"no configs/benchmark/{b}.yaml yet"})
                 continue
-            agg = index.agg(b, method_folder(m), backbone)
+            agg = index.agg(b, _folder(m), backbone)
             if not agg.runs:
                 cells += ["—"] * width + [ptxt]
                 records.append({**base, "status": "not_run", "reason": "not run yet"})
@@ -142,6 +170,8 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
     notes = [f"paper: known cells only (dynagraph-supplement.md); {n}" for n in
              [str(v["note"]) for v in (exp.get("paper") or {}).values() if isinstance(v, dict) and v.get("note")]]
     notes += [f"{r['label']}: {r['missing']}" for r in exp["rows"] if r.get("missing")]
+    if table_no == 1:
+        notes.append(intervention_mix(index, backbone, benches, labels))
     mem = root / exp["experiment"] / "memory.json"
     if table_no == 1 and mem.is_file():
         d = json.loads(mem.read_text())
