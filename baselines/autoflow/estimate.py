@@ -1,11 +1,13 @@
 """Estimated paper-protocol search + test cost of a searched method, from calls counted with the scripted double.
 
-    python -m baselines.autoflow.estimate method=aflow benchmark=gsm8k [optimizer_price=3,15] [executor_price=0.15,0.6]
+    python -m baselines.autoflow.estimate method=aflow|adas|judgeflow benchmark=gsm8k [optimizer_price=3,15]
+        [executor_price=0.15,0.6]
 
 Runs the method's real search loop (its prompts, selection, operators, sandbox) at the paper's round count
-with a scripted double: the optimiser always proposes a representative workflow (``SHAPES``: by default
-AFlow's typical found shape, three ``Custom`` solutions + ``ScEnsemble``) under a new modification name, the
-executor answers with ``reply_words`` words. Each round is evaluated once on ONE validate problem; the
+with a scripted double: the optimiser always proposes a representative workflow under a new name (AFlow:
+``SHAPES``, by default three ``Custom`` solutions + ``ScEnsemble``; ADAS: ``ADAS_AGENT``, 5 CoT agents + a
+final decision; JudgeFlow: the blamed block becomes a 3-way ensemble), the executor answers with
+``reply_words`` words, the optimiser with ``optimizer_words``. Each round is evaluated once on ONE validate problem; the
 counted tokens are scaled to the whole validate split x ``validate_runs``. Tokens are words x 1.4 (the
 README's rule for Table 1). Test cost: the frozen workflow's tokens per problem x the test split x 3 seeds.
 
@@ -23,6 +25,9 @@ from typing import Any
 from harness.results import read_jsonl_tolerant
 
 TOKENS_PER_WORD = 1.4
+#: the paper's optimiser, USD per 1M input/output tokens: AFlow claude-3-5-sonnet (run.py) $3/$15; ADAS
+#: gpt-4o-2024-05-13 (search.py --model) $5/$15; JudgeFlow: ours, as AFlow. Executor: gpt-4o-mini $0.15/$0.60.
+OPTIMIZER_PRICES = {"aflow": "3,15", "adas": "5,15", "judgeflow": "3,15"}
 SHAPES = {
     "ensemble3": '''import asyncio
 class Workflow:
@@ -39,6 +44,20 @@ class Workflow:
 ''',
 }
 SHAPE_PROMPT = 'SOLVE_PROMPT = """Solve the problem step by step and give the final answer at the end."""\n'
+#: ADAS: a representative discovered agent (CoT-SC shape: 5 CoT agents + a final decision agent, 6 calls)
+ADAS_AGENT = """def forward(self, taskInfo):
+    cot = [LLMAgentBase(['thinking', 'answer'], 'CoT Agent', temperature=0.8) for _ in range(5)]
+    final = LLMAgentBase(['thinking', 'answer'], 'Final Decision Agent', temperature=0.1)
+    infos = []
+    for agent in cot:
+        thinking, answer = agent([taskInfo], 'Please think step by step and then solve the task.')
+        infos.extend([thinking, answer])
+    thinking, answer = final([taskInfo] + infos, 'Given all the above solutions, reason over them carefully and provide a final answer.')
+    return answer
+"""
+#: JudgeFlow: the blamed block becomes an ensemble of 3 (4 calls)
+JF_BLOCKS = [{"type": "seq", "description": "ensemble", "operators": [{"op": "ScEnsemble", "n": 3,
+                                                                          "instruction": "Solve step by step. "}]}]
 
 
 class EstimateScript:
@@ -49,6 +68,18 @@ class EstimateScript:
 
     def __call__(self, messages: list[dict[str, str]], sampling: dict[str, Any]) -> str:
         text = messages[-1]["content"]
+        idea = " ".join(["idea"] * self.optimizer_words)
+        if len(messages) > 1 and "expert machine learning researcher" in messages[1]["content"]:
+            self.proposals += 1  # ADAS meta agent
+            return json.dumps({"reflection": idea, "thought": idea, "name": f"Agent {self.proposals}",
+                               "code": ADAS_AGENT})
+        if text.startswith("You are the judge"):
+            return json.dumps({"ranking": ["B1"], "reason": " ".join(["reason"] * 60)})
+        if text.startswith("You are optimising an agentic workflow"):
+            self.proposals += 1
+            return json.dumps({"modification": f"modification {self.proposals} " + idea, "blocks": JF_BLOCKS})
+        if messages[0]["role"] == "system" and "JSON format" in messages[0]["content"]:  # ADAS LLMAgentBase
+            return json.dumps({"thinking": " ".join(["step"] * self.reply_words), "answer": "0"})
         if "You are building a Graph" in text or "<modification>" in text:
             self.proposals += 1
             idea = " ".join(["idea"] * max(0, self.optimizer_words - len(self.graph.split())))
@@ -77,11 +108,22 @@ def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int
     tmp = Path(tempfile.mkdtemp(prefix="autoflow-estimate-"))
     cfg = compose([*overrides, f"results_root={tmp}", "cache.mode=off", "runner.progress=false"])
     params = cfg["method"]["search"]["params"]
-    paper_runs = int(params.get("validate_runs", 1))
-    params.update(validate_runs=1, validate_limit=1, check_convergence=False)
+    optimiser = cfg["method"]["search"]["optimiser"]
     bench = dict(cfg["benchmark"])
     n_validate = len(build_benchmark({**bench, "split": cfg["method"]["search"].get("split", "validate"),
                                       "limit": None}).load()[0])
+    judge_factor = 1.0
+    if optimiser.endswith(":ADAS"):  # one question per candidate; scaled to valid_size x n_repeat
+        paper_runs = int(params.get("n_repeat", 1))
+        n_validate = min(n_validate, int(params.get("valid_size") or n_validate))
+        params.update(n_repeat=1, valid_size=1, min_accuracy=0.0)  # no debug rounds (a real agent scores > 1 %)
+    else:
+        paper_runs = int(params.get("validate_runs", 1))
+        params.update(validate_runs=1, validate_limit=1)
+        if "check_convergence" in params:
+            params["check_convergence"] = False
+        if "judge_samples" in params:  # one failure judged per parent here; judge_samples at the paper size
+            judge_factor = float(params["judge_samples"])
     try:
         n_test: int | None = len(build_benchmark({**bench, "split": "test", "limit": None}).load()[0])
     except ValueError:  # no test split shipped (HotpotQA)
@@ -91,26 +133,28 @@ def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int
                                                                                 optimizer_words))))
     out = search_dir(spec, cfg["method"]["search"])
     opt = [r for r in read_jsonl_tolerant(out / "optimizer" / "calls.jsonl")]
-    opt_p = sum(r["prompt_tokens"] for r in opt) * TOKENS_PER_WORD
-    opt_c = sum(r["completion_tokens"] for r in opt) * TOKENS_PER_WORD
+    weight = [judge_factor if str(r["stage"]).startswith("judge") else 1.0 for r in opt]
+    opt_p = sum(r["prompt_tokens"] * w for r, w in zip(opt, weight)) * TOKENS_PER_WORD
+    opt_c = sum(r["completion_tokens"] * w for r, w in zip(opt, weight)) * TOKENS_PER_WORD
     exe_p = exe_c = 0.0
     calls = 0
     last_pp = (0.0, 0.0, 0)
-    for h in doc["history"]:
-        for run in h.get("runs") or []:
-            rows = read_jsonl_tolerant(Path(run["dir"]) / "calls.jsonl")
-            p = sum(r["prompt_tokens"] for r in rows) * TOKENS_PER_WORD
-            c = sum(r["completion_tokens"] for r in rows) * TOKENS_PER_WORD
-            scale = n_validate * paper_runs / max(1, run["n"])
-            exe_p, exe_c, calls = exe_p + p * scale, exe_c + c * scale, calls + len(rows) * scale
-            last_pp = (p / max(1, run["n"]), c / max(1, run["n"]), len(rows) / max(1, run["n"]))
+    evals = sorted((out / "evals").rglob("calls.jsonl"), key=lambda p: p.stat().st_mtime)
+    for path in evals:  # each validate run of one question, in the order they ran
+        rows = read_jsonl_tolerant(path)
+        n = max(1, len({r["problem_id"] for r in rows}))
+        p = sum(r["prompt_tokens"] for r in rows) * TOKENS_PER_WORD
+        c = sum(r["completion_tokens"] for r in rows) * TOKENS_PER_WORD
+        scale = n_validate * paper_runs / n
+        exe_p, exe_c, calls = exe_p + p * scale, exe_c + c * scale, calls + len(rows) * scale
+        last_pp = (p / n, c / n, len(rows) / n)  # the last candidate's cost per test problem
     usd_opt = (opt_p * optimizer_price[0] + opt_c * optimizer_price[1]) / 1e6
     usd_exe = (exe_p * executor_price[0] + exe_c * executor_price[1]) / 1e6
     test_p, test_c = last_pp[0] * (n_test or 0) * 3, last_pp[1] * (n_test or 0) * 3
     usd_test = (test_p * executor_price[0] + test_c * executor_price[1]) / 1e6
     return {"method": spec.method_cfg["name"], "benchmark": spec.benchmark_cfg["name"], "shape": shape,
             "rounds": len(doc["history"]), "validate_problems": n_validate, "validate_runs": paper_runs,
-            "search": {"optimizer": {"calls": len(opt), "prompt_tokens": round(opt_p), "completion_tokens": round(opt_c),
+            "search": {"optimizer": {"calls": round(sum(weight)), "prompt_tokens": round(opt_p), "completion_tokens": round(opt_c),
                                      "usd": round(usd_opt, 2), "price_per_1m": optimizer_price},
                        "executor": {"calls": round(calls), "prompt_tokens": round(exe_p),
                                     "completion_tokens": round(exe_c), "usd": round(usd_exe, 2),
@@ -123,7 +167,7 @@ def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int
 
 def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
-    opts = {"shape": "ensemble3", "optimizer_price": "3,15", "executor_price": "0.15,0.6"}
+    opts = {"shape": "ensemble3", "optimizer_price": "", "executor_price": "0.15,0.6"}
     rest = []
     for a in args:
         k, _, v = a.partition("=")
@@ -131,7 +175,9 @@ def main(argv: list[str] | None = None) -> int:
             opts[k] = v
         else:
             rest.append(a)
-    res = estimate(rest, shape=opts["shape"], optimizer_price=_price(opts["optimizer_price"]),
+    method = next((a.split("=", 1)[1] for a in rest if a.startswith("method=")), "aflow")
+    price = opts["optimizer_price"] or OPTIMIZER_PRICES.get(method, "3,15")
+    res = estimate(rest, shape=opts["shape"], optimizer_price=_price(price),
                    executor_price=_price(opts["executor_price"]))
     print(json.dumps(res, indent=1))
     return 0
