@@ -663,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
             i, s = plan_items(spec, w, opts["backbone"], size, opts, [f"results_root={root}", *user])
             items += i
             skipped += s
+        seen: set[str] = set()     # a run two tables share (Table 1's CoT in Table 3) is planned once
+        items = [it for it in items if not (it.label in seen or seen.add(it.label))]
         plan(items, [])
         eprint(f"DyFlow {','.join(which)} on backbone={opts['backbone']} (size {sname}): {len(items)} runs planned; "
                f"not run: {len(skipped)}")
