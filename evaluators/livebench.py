@@ -146,11 +146,11 @@ class LiveBenchReasoning(Benchmark):
         rows: list[dict[str, Any]] = []
         for rel in self.cfg["files"]:
             rows += read_jsonl(base / rel)
-        tasks = self.cfg.get("tasks")
-        if tasks:
-            rows = [r for r in rows if r["task"] in tasks]
         if self.cfg.get("partition"):
             rows = partition_rows(rows, self.cfg["partition"], str(self.cfg["split"]), lambda r: r["question_id"])
+        tasks = self.cfg.get("tasks")
+        if tasks:  # after the partition: the split's questions of those tasks
+            rows = [r for r in rows if r["task"] in tasks]
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]

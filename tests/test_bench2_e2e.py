@@ -1,5 +1,5 @@
-"""bench2 end to end through the real HTTP client and the real embedded model: new benchmarks with limit=1,
-the LLM judge on the embedded model, and samples_per_task=2 (pass@k) in one run."""
+"""bench2 end to end through the real HTTP client and the real embedded model: StrategyQA and LiveBench (spatial)
+with limit=1, the LLM judge on the embedded model, and samples_per_task=2 (pass@k) in one run."""
 from __future__ import annotations
 
 import pytest
@@ -19,8 +19,10 @@ def test_strategyqa_end_to_end(tmp_path):
     assert metrics["complete"] and metrics["score"] in (0.0, 1.0)
 
 
-def test_math_l5_with_the_judge_on_the_embedded_model_and_two_samples(tmp_path):
-    spec, metrics = run_e2e(tmp_path, ["method=io", "benchmark=math_l5", "backbone=local", "limit=1",
+def test_livebench_spatial_with_the_judge_on_the_embedded_model_and_two_samples(tmp_path):
+    # spatial questions are short (~150 tokens); MATH's judge prompt carries the reference solution (slower here)
+    spec, metrics = run_e2e(tmp_path, ["method=io", "benchmark=livebench", "benchmark.tasks=[spatial]",
+                                       "backbone=local", "limit=1",
                                        "backbone@roles.judge=local", "benchmark.judge.max_tokens=32",
                                        "samples_per_task=2", "sampling.temperature=0.8",
                                        "backbone.sampling.max_tokens=64"])

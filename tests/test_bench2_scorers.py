@@ -288,3 +288,10 @@ def test_finqa_score_records_program_accuracy(tmp_path, monkeypatch):
     p1 = b.load()[0][0]
     assert _score(b, "Program: subtract(5829, 5735), divide(#0, 5735)", p1).details["program_correct"] is True
     assert "program_correct" not in _score(b, "Answer: 0.01639", p1).details
+
+
+def test_livebench_task_filter_keeps_the_split():
+    _needs("livebench/reasoning_spatial.jsonl")
+    te = {p.id for p in build_benchmark(_cfg("livebench", split="test")).load()[0]}
+    sp = build_benchmark(_cfg("livebench", split="test", tasks=["spatial"])).load()[0]
+    assert sp and {p.fields["task"] for p in sp} == {"spatial"} and {p.id for p in sp} <= te
