@@ -142,6 +142,10 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
             return call["id"], {"ok": await handler(call["op"], call["args"])}
         except OperatorCallError as exc:  # the workflow called an operator wrongly: it sees the error
             return call["id"], {"err": str(exc)[:2000]}
+        except (OperatorRefused, asyncio.CancelledError):
+            raise
+        except BaseException as exc:  # the harness side failed (backbone, budget, our bug): not the workflow's
+            raise _HarnessFailure(exc) from exc
 
     async def conversation(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if st["connected"]:  # exactly one conversation per run
@@ -181,6 +185,8 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
                     return
                 else:
                     raise OperatorRefused(f"unknown message {str(msg)[:200]}")
+        except _HarnessFailure as exc:
+            st["infra"] = exc.original
         except OperatorRefused as exc:
             st["failure"] = ("refused", str(exc))
         except (ValueError, UnicodeDecodeError, asyncio.LimitOverrunError) as exc:
@@ -251,6 +257,15 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     else:
         outcome.failure, outcome.detail = "crash", "the sandbox ended without a verdict"
     return outcome
+
+
+class _HarnessFailure(Exception):
+    """Wraps an exception raised by the harness's handler, so a backbone's ConnectionError is never read as
+    the sandbox's channel closing."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 class OperatorCallError(Exception):
