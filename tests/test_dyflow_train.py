@@ -4,6 +4,7 @@ the files carry their provenance (run ids, designer identity, sha256)."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,41 @@ def test_dyflow_training_configs_are_d2():
                                                                           0.1, 0.1)
     assert (kto["kind"], kto["lr"], kto["beta"], kto["max_length"], kto["batch_size"] * kto["grad_accum"],
             kto["epochs"], kto["scheduler"], kto["eval_steps"]) == ("kto", 2e-4, 0.1, 4096, 8, 3, "cosine", 500)
+
+
+def test_collect_from_a_real_dyflow_run(tmp_path: Path, tiny_data):
+    """The DyFlow method itself (scripted double) writes the traces; collection reads them back: one example per
+    designed stage, the designer's real prompt, G_t that parses back to the executed stage, labels by the score."""
+    from tests.test_dyflow import ORGANIZE, SOLVE, Script, executor_answer, run_dyflow
+
+    class WrongOnOdd(Script):
+        def __call__(self, messages, sampling):
+            p = messages[-1]["content"]
+            if "workflow stage designer" not in messages[0]["content"] and "summarizing" not in p \
+                    and re.search(r"What is ([13579])\+", p):
+                return "Reasoning... ANSWER: 999"          # the executor errs on odd problems
+            return super().__call__(messages, sampling)
+
+    metrics, preds, _ = run_dyflow(tmp_path / "run", WrongOnOdd([[SOLVE], [ORGANIZE]]), limit=4)
+    assert [p["score"] for p in preds] == [1.0, 0.0, 1.0, 0.0] and executor_answer("What is 1+1?").endswith("2")
+    res = collect([tmp_path / "run" / "results"], tmp_path / "data")
+    assert len(res.sft.rows) == 4 and res.kto.provenance["counts"]["before_balancing"] == {"desirable": 4,
+                                                                                          "undesirable": 4}
+    row = next(r for r in res.kto.rows if r["source"]["problem_id"] == preds[1]["id"])
+    assert row["label"] is False and "workflow stage designer" in row["prompt"][0]["content"]
+    assert row["prompt"] == preds[1]["trace"]["stages"][0]["designer_messages"]
+    assert StageGraph.from_designer(json.loads(row["completion"])).templates == ["GENERATE_ANSWER", "REVIEW_SOLUTION"]
+    assert res.summary["designers"] and all(r["designer"] for r in res.summary["runs"])
+
+
+def test_serve_overrides_declare_every_trained_adapter(tmp_path: Path):
+    from dyflow.train.pipeline import serve_overrides
+
+    for sub in ("kto", "sft"):
+        (tmp_path / sub / "adapter").mkdir(parents=True)
+        (tmp_path / sub / "adapter.gguf").write_bytes(b"x")
+    s = serve_overrides(tmp_path)
+    assert s["local"] == [f"+backbone.adapters.dyplanner.path={(tmp_path / 'kto').resolve() / 'adapter.gguf'}",
+                          f"+backbone.adapters.dyplanner_sft.path={(tmp_path / 'sft').resolve() / 'adapter.gguf'}",
+                          "roles.designer.adapter=dyplanner"]
+    assert s["peft-local"][1].endswith("kto/adapter") and "dyplanner_sft=" in s["vllm"][-1]
