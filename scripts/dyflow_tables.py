@@ -9,7 +9,7 @@ they need.
 Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all; ``selfplay`` /
 ``selfplay-B``: the self-play runs on the train splits that dyflow.train learns from), ``run``, ``dry_run``,
 ``backbone``, ``size`` (embedded|paper; default from the backbone), ``results_root``, ``out``, ``seeds``,
-``limit``; any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
+``limit``, ``methods``, ``benchmarks`` (comma lists narrowing the plan); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
 ``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
 ``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
 shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
@@ -34,7 +34,7 @@ from scripts.table1 import cell_text
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
 OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "local", "size": None,
-           "results_root": "results", "out": None, "seeds": None, "limit": None}
+           "results_root": "results", "out": None, "seeds": None, "limit": None, "methods": None, "benchmarks": None}
 # Table 1's extra row: DyFlow with the untrained designer (the run's own model), the same runs as Table 2's base row
 UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
@@ -529,7 +529,11 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
     items: list[Planned] = []
     skipped: list[str] = []
 
+    only_m, only_b = csv_list(opts.get("methods")), csv_list(opts.get("benchmarks"))
+
     def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str], limit: Any = "size") -> None:
+        if (only_m and method not in only_m) or (only_b and bench not in only_b):
+            return
         if bench_missing(bench):
             skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
             return

@@ -135,9 +135,9 @@ def test_plan_binds_the_trained_designer_or_says_why_not(tmp_path: Path, monkeyp
         (ad / sub / "adapter.gguf").write_bytes(b"x")
     spec["adapters"]["dir"] = str(ad)
     items, skipped = dt.plan_items(spec, "table1", "local", size, {}, [])
-    dy = [it for it in items if it.extra["method"] == "dyflow"]
-    if dt.method_config("dyflow") is None:
-        pytest.skip("configs/method/dyflow.yaml not there yet")
+    dy = [it for it in items if it.extra["method"] == "dyflow" and "experiment=dyflow_table1" in it.overrides]
+    untrained = [it for it in items if it.extra["method"] == "dyflow" and "experiment=dyflow_table2-base" in it.overrides]
+    assert untrained and not any("roles.designer" in o for it in untrained for o in it.overrides)
     assert dy and all(f"+backbone.adapters.dyplanner.path={ad / 'kto' / 'adapter.gguf'}" in it.overrides
                       and "roles.designer.adapter=dyplanner" in it.overrides and "limit=1" in it.overrides
                       for it in dy)
@@ -147,3 +147,13 @@ def test_plan_binds_the_trained_designer_or_says_why_not(tmp_path: Path, monkeyp
     ov, why = dt.row_needs(spec, {"label": "x", "method": "dyflow", "designer_backbone": "no-such-model"}, "local")
     assert ov == [] and "no configs/backbone/no-such-model.yaml" in why
     assert dt.row_needs(spec, {"label": "x", "method": "no_such_method"}, "local")[1].startswith("not implemented yet")
+
+
+def test_selfplay_plan_runs_the_train_splits():
+    spec = dt.load_spec()
+    items, _ = dt.plan_items(spec, "selfplay", "local", spec["sizes"]["embedded"], {"methods": "dyflow"}, [])
+    assert {it.extra["benchmark"] for it in items} <= {"math_l5", "pubmedqa", "livebench"} and items
+    assert all("benchmark.split=train" in it.overrides and "limit=4" in it.overrides
+               and "experiment=dyflow_selfplay" in it.overrides for it in items)
+    b, _ = dt.plan_items(spec, "selfplay-B", "local", spec["sizes"]["embedded"], {"benchmarks": "socialmaze"}, [])
+    assert [it.extra["benchmark"] for it in b] == ["socialmaze"] and "experiment=dyflow_selfplay-B" in b[0].overrides
