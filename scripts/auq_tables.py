@@ -315,7 +315,7 @@ def figure3(index: RunIndex, exp: dict[str, Any], backbone: str, out_dir: Path) 
             xs, ys = _mean_by_step(tr[outcome])
             if xs:
                 drew = True
-                ax1.plot(xs, ys, style, color=colour,
+                ax1.plot(xs, ys, style, marker="o", ms=3, color=colour,
                          label=f"{rows[m]['label']} {outcome} (n={len(tr[outcome])}; paper {pc.get(outcome, '—')})")
     tau = _tau_of(exp, backbone, index, rows[f3["dual"]], bench)
     if drew:
