@@ -80,15 +80,19 @@ install-smollm: install-local
 data: install
 	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"
 
+# TEST_WORKERS pytest-xdist processes (each with its own 1-thread embedded server); 0 = one process
+TEST_WORKERS ?= 2
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+
 test: install-local install-embed install-train install-agents data
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
 test-fast: install-local install-embed install-train install-agents data
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
 test-slow: install-local install-embed install-train install-agents data
-	$(PY) -m pytest -q -m slow $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
 bench: install-local install-python-server install-embed data
 	$(PY) bench/overhead.py
