@@ -73,9 +73,7 @@ def designer_identity(run: RunSource) -> dict[str, Any]:
 
 def _outcome(t: Trajectory, opts: CollectOptions) -> bool | None:
     v = t.record.get(opts.label_source)
-    if v is None:
-        return None if opts.label_source != "score" else False
-    return float(v) >= opts.threshold
+    return None if v is None else float(v) >= opts.threshold   # no score: unlabelled (dropped), never "wrong"
 
 
 def _completion(graph: StageGraph, stage: dict[str, Any], opts: CollectOptions) -> str | None:
