@@ -199,6 +199,7 @@ def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
         log(f"[{i}/{len(todo)}] {it.label} ({it.state})")
         t0 = time.time()
         try:
+            _ensure_artifact(it, pool, log)
             it.metrics = run_spec(it.spec, servers=pool)
             it.state = "done" if it.metrics.get("complete") else "partial"
         except KeyboardInterrupt:
@@ -216,6 +217,32 @@ def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
         if on_done:
             on_done(it)
     return items
+
+
+def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None:
+    """A searched method (config with ``search:``, baselines/autoflow) runs on test from the artifact its search
+    wrote; when that artifact is missing, its search runs first (on the validate split, at the seed the artifact
+    path names, with this run's overrides), so its cost stays in the artifact, apart from the test run's."""
+    import asyncio
+    import dataclasses
+    import re
+
+    m = it.spec.method_cfg
+    if not m.get("search"):
+        return
+    path = Path(str((m.get("params") or {}).get("artifact") or "").replace("{benchmark}", it.spec.benchmark_cfg["name"]))
+    if not str(path) or path.exists():
+        return
+    from baselines.autoflow.search import run_search, search_dir
+
+    found = re.search(r"seed=(\d+)", str(path))
+    seed = int(found.group(1)) if found else it.spec.seed
+    spec = dataclasses.replace(it.spec, seed=seed, full_config={**it.spec.full_config, "seed": seed})
+    target = search_dir(spec, m["search"]) / "artifact.json"
+    if target.resolve() != path.resolve():
+        raise ValueError(f"{it.label}: the search would write {target}, the method reads {path}")
+    log(f"  searching first: {it.label} has no artifact at {path}")
+    asyncio.run(run_search(spec, servers=pool))
 
 
 def require_backbone_key(backbone: str) -> None:

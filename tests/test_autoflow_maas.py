@@ -199,3 +199,28 @@ def test_a_tampered_controller_is_refused(tmp_path, tiny_data):
     run(spec, ScriptedBackbone(script))
     pred = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
     assert pred["status"] == "error" and "sha256" in pred["error"]
+
+
+def test_table_runs_search_first_when_the_artifact_is_missing(tmp_path, tiny_data, monkeypatch):
+    """scripts/runs.py: a searched method's test run is preceded by its search (at the artifact's seed) when the
+    artifact is missing, and not when it exists."""
+    from baselines.autoflow import search as S
+    from scripts import runs
+
+    calls = []
+
+    async def fake(spec, **kw):
+        calls.append((spec.seed, spec.full_config["seed"]))
+        return {}
+
+    monkeypatch.setattr(S, "run_search", fake)
+    spec = make_spec(tmp_path, maas_method(tmp_path), seed=123)
+    it = runs.Planned(label="maas/tiny", overrides=[])
+    it.spec = spec
+    runs._ensure_artifact(it, None, lambda m: None)
+    assert calls == [(42, 42)]
+    path = tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json"
+    path.parent.mkdir(parents=True)
+    path.write_text("{}")
+    runs._ensure_artifact(it, None, lambda m: None)
+    assert len(calls) == 1

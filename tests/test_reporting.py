@@ -64,17 +64,20 @@ def test_table1_rows_are_data_and_missing_methods_show_a_reason(tmp_path):
                            "ADAS", "AFlow", "MaAS", "MermaidFlow", "JudgeFlow", "DenoiseFlow"]  # the paper's order
     assert labels[14:] == ["ToT", "Self-Reflection", "Self-Reflection/step"]  # other papers' baselines, after
     assert exp["benchmarks"] == ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
+    exp["rows"].append({"label": "Unbuilt", "method": "no_such_method", "group": "other-papers",
+                        "missing": "not implemented yet: a test row"})   # every table1.yaml row has a config now
     res = table1.write_all(tmp_path / "results", backbones=["local"], exp=exp)
     md = (tmp_path / "results" / "table1" / "table1.md").read_text()
     # nothing on disk: no number at all in any method row, every row says why
     for row in res["tables"][0].rows:
         if not str(row[0]).startswith("↳"):
             assert all(str(getattr(c, "text", c)) == "—" for c in row[1:]), row
-    assert "GPTSwarm: not implemented yet: needs workflow search" in md
+    assert "Unbuilt: not implemented yet: a test row" in md
+    assert "GPTSwarm: implemented, not run yet on this backbone" in md
     assert "IO: implemented, not run yet on this backbone" in md
     assert (tmp_path / "results" / "table1" / "table1.tex").read_text().count("\\begin{tabular}") == 1
     rows = list(csv.DictReader(open(tmp_path / "results" / "table1" / "table1.csv")))
-    gpt = [r for r in rows if r["row"] == "GPTSwarm"]
+    gpt = [r for r in rows if r["row"] == "Unbuilt"]
     assert {r["status"] for r in gpt} == {"missing"} and all(r["mean"] == "" for r in gpt)
     ref = [r for r in rows if r["row"] == "DenoiseFlow" and r["benchmark"] == "math"][0]
     assert ref["paper"] == "61.7" and ref["paper_inferred"] == "True"
