@@ -144,8 +144,7 @@ class DynaGraph:
             k += 1
         node = PlanNode(id=f"final{k}", expert="E_expr", subtask="Write the final answer from the results.",
                         inputs=sinks)
-        tr.graph._add([node], "orchestrator")
-        tr.graph._snapshot("orchestrator_sink", added=[node.id])
+        tr.graph.add_plan([node], "orchestrator", op="orchestrator_sink")
 
     # ---- execution --------------------------------------------------------------------------------------------
     async def _execute(self, ctx: Any, tr: Trajectory, node: PlanNode, task: str, final: bool) -> Feedback:
@@ -208,11 +207,8 @@ class DynaGraph:
                                     expert=node.expert, subtask=node.subtask, reasons="; ".join(reasons),
                                     used=", ".join(sorted(tr.graph.ids())), max_nodes=self.opts.max_plan_nodes)
         messages = [{"role": "system", "content": P.PLAN_SYSTEM}, {"role": "user", "content": content}]
-        tr.graph.truncate(nid)  # first, so a planner call that fails leaves no half-changed graph behind
         sub = await self._plan(ctx, tr, messages, kind="subgraph", available=set(done))
-        # truncate() already discarded the branch; record the swap in one snapshot
-        added = tr.graph._add(sub, "reconstruct")
-        tr.graph._snapshot("reconstruct", added=added, truncated=sorted(doomed), failed=nid)
+        tr.graph.reconstruct(nid, sub)   # truncates nid and everything downstream, then adds G_sub
         self._ensure_sink(tr)
 
     async def trajectory(self, ctx: Any, sample: int = 0) -> Trajectory:

@@ -68,9 +68,9 @@ class TaskGraph:
                 self.g.add_edge(i, n.id)
         return added
 
-    def add_plan(self, nodes: list[PlanNode], origin: str = "plan") -> list[str]:
+    def add_plan(self, nodes: list[PlanNode], origin: str = "plan", op: str | None = None) -> list[str]:
         added = self._add(nodes, origin)
-        self._snapshot(origin, added=added)
+        self._snapshot(op or origin, added=added)
         return added
 
     def mark_done(self, nid: str) -> None:
