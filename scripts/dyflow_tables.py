@@ -350,8 +350,10 @@ def table9(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
                             "status": "ok" if tot else "missing", "value": json.dumps({"total": tot, **per}),
                             "n_problems": a.n_problems, "sources": ";".join(a.sources(res.root)),
                             "reason": None if tot else row_needs(spec, row, backbone)[1] or "not run yet"})
+    why = {r["row"]: r["reason"] for r in records if r.get("table") == "table9" and r.get("reason")}
     table.notes = ["Whole-run tokens and $ of each designer's DyFlow runs (Table 2's runs), with the split per role "
-                   "(metrics.json by_role). The summariser f_summary is a role of its own here (the release hides its cost)."]
+                   "(metrics.json by_role). The summariser f_summary is a role of its own here (the release hides its cost).",
+                   *[f"— {d}: {w}" for d, w in why.items()]]
     return table
 
 
