@@ -16,6 +16,8 @@ Each task is scored with **LiveBench's own ground-truth rule** for it (rules rea
   the last n comma items), else the last ``\\boxed{}``, else the last line if it has n-1 commas; item i is
   right if the gold item (lower-cased, '-' as ' ') equals or is contained in the answer's item
   ('position' removed); the score is ``(all right + right/n) / 2`` — a partial credit in [0, 1].
+  Faithful quirk: the old rule's ``***(\w+)***`` cannot read a gold with a '-' or '&' (3 of the 50:
+  "d&b", "police-officer", "security-guard"), so LiveBench itself never credits those; kept as is.
 
 The headline is the mean of those per-question scores, as LiveBench reports. DyFlow itself scored
 LiveBench with an LLM judge (its prompt is this config's ``judge.prompt``): ``judge_score`` beside.

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -295,3 +296,30 @@ def test_livebench_task_filter_keeps_the_split():
     te = {p.id for p in build_benchmark(_cfg("livebench", split="test")).load()[0]}
     sp = build_benchmark(_cfg("livebench", split="test", tasks=["spatial"])).load()[0]
     assert sp and {p.fields["task"] for p in sp} == {"spatial"} and {p.id for p in sp} <= te
+
+
+def test_livebench_every_gold_in_its_own_format_scores_one():
+    """Each of the 200 ground truths, written in the format its question asks for, gets full credit."""
+    _needs("livebench/reasoning_zebra_puzzle.jsonl")
+    b = build_benchmark(_cfg("livebench", split="all", partition=None))
+    problems, _ = b.load()
+    assert len(problems) == 200
+    unreadable = []
+    for p in problems:
+        task, g = p.fields["task"], p.gold
+        if task == "spatial":
+            text = f"Reasoning... so the answer is **{g}**."
+        elif task == "web_of_lies_v2":
+            text = f"Thinking step by step. **{g}**"
+        elif p.fields["release_date"] < "2024-11-25":
+            if not re.fullmatch(r"\w+( movies)?", g):
+                unreadable.append(g)  # LiveBench's ***(\w+)*** rule cannot read it: faithful, never credited
+                assert _score(b, f"***{g}***", p).value == 0.0
+                continue
+            text = f"The answer: ***{g.removesuffix(' movies')}***"
+        else:
+            text = f"<solution>{g}</solution>"
+        assert _score(b, text, p).value == 1.0, (p.id, g)
+        assert _score(b, "I am not sure.", p).value < 1.0
+    # old-format zebra answers that LiveBench's own ***(\w+)*** rule can never credit (kept: faithful to LiveBench)
+    assert sorted(unreadable) == ["d&b", "police-officer", "security-guard"], unreadable
