@@ -59,7 +59,8 @@ def method(tmp_path: Path, **search) -> dict:
     params = {"num_iters": 3, "batch_size": 2, "validate_limit": 4, **search}
     return {"name": "gptswarm", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "GPTSwarm",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json")},
+            "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json"),
+                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
             "search": {"optimiser": "baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "test",
                        "params": params}}
 

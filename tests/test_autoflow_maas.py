@@ -116,7 +116,8 @@ def maas_method(tmp_path: Path, **search) -> dict:
     params = {"repetitions": 2, "batch_size": 2, "embedder": "hash", "validate_limit": 4, **search}
     return {"name": "maas", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MaAS",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json")},
+            "params": {"artifact": str(tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json"),
+                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
             "search": {"optimiser": "baselines.autoflow.maas:MaasOptimiser", "split": "test", "params": params}}
 
 

@@ -162,7 +162,8 @@ def method(tmp_path: Path, **kw) -> dict:
     params = {"rounds": 3, "validation_rounds": 1, "validate_limit": 2, "check_convergence": False, **kw}
     return {"name": "mermaidflow", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MermaidFlow",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/mermaidflow/scripted/seed=42/artifact.json")},
+            "params": {"artifact": str(tmp_path / "results/search/tiny/mermaidflow/scripted/seed=42/artifact.json"),
+                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
             "search": {"optimiser": "baselines.autoflow.mermaidflow:MermaidFlowOptimiser", "split": "test",
                        "params": params}}
 
