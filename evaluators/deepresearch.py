@@ -18,12 +18,16 @@ Deviation (recorded in the config): the release first rewrites each article with
 
 The reference articles (``cleaned_data/reference.jsonl``, git blob ``2b0f0902…``) are not in
 ``../shared/datasets``: ``make data`` downloads them for users with internet; without them the loader
-fails with one line. Search: the ``search`` tool is a local BM25 index (bm25s) over ``search.corpus``
-(a JSONL of ``{id, title, text}``); a web search backend is not built (``search.backend: web`` says so).
+fails with one line. Search (the ``search`` tool, pluggable by ``search.backend``): ``bm25`` — a local
+BM25 index (bm25s) over ``search.corpus`` (a JSONL of ``{id, title, text}``), for offline runs and tests;
+``tavily`` — the Tavily web search API that EDR uses, when ``$TAVILY_API_KEY`` is set (a request that
+fails is the tool call's error, never an empty result).
 """
 from __future__ import annotations
 
+import asyncio
 import json
+import os
 import re
 from functools import cached_property
 from pathlib import Path
@@ -179,12 +183,14 @@ class DeepResearchBench(Benchmark):
 
     # ---- the search tool ----------------------------------------------------------------------------
     @cached_property
-    def _index(self) -> "BM25Corpus | None":
+    def _index(self) -> "BM25Corpus | TavilySearch | None":
         search = self.cfg.get("search") or {}
         backend = search.get("backend", "bm25")
+        if backend == "tavily":
+            return TavilySearch(search.get("url", TavilySearch.URL), search.get("api_key_env", "TAVILY_API_KEY"),
+                                float(search.get("timeout_s", 30)))
         if backend != "bm25":
-            raise ValueError(f"benchmark.search.backend={backend!r}: only the local bm25 corpus is built "
-                             "(a web search backend is not)")
+            raise ValueError(f"benchmark.search.backend={backend!r}: choose bm25 (a local corpus) or tavily")
         if not search.get("corpus"):
             return None
         path = Path(search["corpus"])
@@ -198,8 +204,8 @@ class DeepResearchBench(Benchmark):
             return []
         k_default = int((self.cfg.get("search") or {}).get("k", 5))
 
-        def search(query: str, k: int = k_default) -> list[dict[str, str]]:
-            return index.search(str(query), int(k))
+        async def search(query: str, k: int = k_default) -> list[dict[str, str]]:
+            return await asyncio.to_thread(index.search, str(query), int(k))
 
         return [Tool("search", search, "Search the document collection; returns the k best {id, title, text} "
                      "passages for a query (BM25).", {"query": "what to look for", "k": "how many results"})]
@@ -227,3 +233,27 @@ class BM25Corpus:
         ids, scores = self._index.retrieve(tokens, k=k, show_progress=False)
         return [{"id": str(self.docs[i].get("id", i)), "title": self.docs[i].get("title", ""),
                  "text": self.docs[i]["text"]} for i, s in zip(ids[0], scores[0]) if s > 0]
+
+
+class TavilySearch:
+    """Web search through Tavily's API (``POST {url}`` with ``query``/``max_results``; key from the environment)."""
+
+    URL = "https://api.tavily.com/search"
+
+    def __init__(self, url: str, key_env: str, timeout_s: float) -> None:
+        self.key = os.environ.get(key_env)
+        if not self.key:
+            raise RuntimeError(f"benchmark.search.backend=tavily needs ${key_env} (a Tavily API key); "
+                               "or use backend=bm25 with a local corpus")
+        self.url, self.timeout_s = url, timeout_s
+
+    def search(self, query: str, k: int = 5) -> list[dict[str, str]]:
+        import urllib.request
+
+        body = json.dumps({"query": query, "max_results": int(k)}).encode()
+        req = urllib.request.Request(self.url, data=body, method="POST", headers={
+            "Content-Type": "application/json", "Authorization": f"Bearer {self.key}"})
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - configured https URL
+            data = json.loads(resp.read())
+        return [{"id": r.get("url", str(i)), "title": r.get("title", ""), "text": r.get("content", "")}
+                for i, r in enumerate(data.get("results") or [])][:k]

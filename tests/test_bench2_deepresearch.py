@@ -140,3 +140,44 @@ def test_race_needs_the_judge_role_and_the_reference_file(tmp_path, monkeypatch)
     spec = _spec(tmp_path, monkeypatch, data)
     with pytest.raises(FileNotFoundError, match="make data"):
         run(spec, {"scripted": ScriptedBackbone(agent_script), "judge-bb": RaceJudge()})
+
+
+def test_tavily_backend_needs_a_key_and_reads_results(monkeypatch):
+    import http.server
+    import threading
+
+    from evaluators.deepresearch import DeepResearchBench
+
+    def bench():
+        return DeepResearchBench({"name": "d", "search": {"backend": "tavily", "url": url}})
+
+    url = "http://127.0.0.1:1/search"
+    monkeypatch.delenv("TAVILY_API_KEY", raising=False)
+    with pytest.raises(RuntimeError, match="TAVILY_API_KEY"):
+        bench()._index
+
+    seen = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            seen["body"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen["auth"] = self.headers["Authorization"]
+            out = json.dumps({"results": [{"url": "https://x", "title": "X", "content": "about x"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *a):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/search"
+        monkeypatch.setenv("TAVILY_API_KEY", "k123")
+        hits = bench()._index.search("what is x", 2)
+    finally:
+        server.shutdown()
+    assert hits == [{"id": "https://x", "title": "X", "text": "about x"}]
+    assert seen == {"body": {"query": "what is x", "max_results": 2}, "auth": "Bearer k123"}
