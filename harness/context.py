@@ -59,6 +59,13 @@ class RunContext:
     def roles(self) -> list[str]:
         return list(self.llms)
 
+    def resource(self, name: str, factory: Any) -> Any:
+        """A run-wide shared object (built once, e.g. an embedding model); a method's ``preflight`` builds
+        it here before the first problem, and every problem's :meth:`ProblemContext.resource` finds it."""
+        if name not in self.resources:
+            self.resources[name] = factory()
+        return self.resources[name]
+
     def for_problem(self, problem: ProblemView, calls: list[CallRecord] | None = None) -> "ProblemContext":
         """``calls`` is the list the attempt's ledger records go into (the runner's writes them as they come)."""
         return ProblemContext(self, problem, next(self._keys), calls)
@@ -88,9 +95,7 @@ class ProblemContext:
 
     def resource(self, name: str, factory: Any) -> Any:
         """A run-wide shared object (built once, e.g. an embedding model)."""
-        if name not in self.run.resources:
-            self.run.resources[name] = factory()
-        return self.run.resources[name]
+        return self.run.resource(name, factory)
 
     async def generate(self, messages: list[Message], *, stage: str, role: str | None = None,
                        adapter: str | None = None, n: int = 1, sample_offset: int = 0,

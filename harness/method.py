@@ -11,6 +11,11 @@ Methods that carry state across problems (e.g. online calibration) may set
 ``load_state_dict(state)``: the runner then processes problems in fixed
 windows, in problem order, and hands each window's solutions back in id order,
 so the result does not depend on timing and a resumed run continues exactly.
+
+Before any problem the runner checks the config's ``requires`` (``environment``: the benchmark must be an
+interactive environment, as agents need) and awaits the method's ``preflight(run_ctx)`` when it has one
+(e.g. "the search artifact exists", "the designer's adapter is served"): a method that cannot run stops
+the run with one line instead of failing every problem.
 """
 from __future__ import annotations
 
@@ -65,3 +70,18 @@ def build_method(cfg: dict[str, Any]) -> Method:
     if inspect.iscoroutinefunction(target):
         return FunctionMethod(cfg["name"], target, params)
     raise TypeError(f"solver '{cfg['solver']}' is neither a class nor an async function")
+
+
+#: Values of a method config's ``requires: [...]`` the core checks before any problem.
+REQUIREMENTS = ("environment",)
+
+
+def check_requirements(cfg: dict[str, Any], benchmark: Any) -> None:
+    """Raise ``ValueError`` naming the method, the benchmark and the fix when ``requires`` is not met."""
+    requires = cfg.get("requires") or []
+    unknown = [r for r in requires if r not in REQUIREMENTS]
+    if unknown:
+        raise ValueError(f"method {cfg.get('name')}: requires={unknown} is not one of {list(REQUIREMENTS)}")
+    if "environment" in requires and not getattr(benchmark, "is_environment", False):
+        raise ValueError(f"method {cfg.get('name')} acts in an interactive environment, but benchmark "
+                         f"{benchmark.name} is not one: use benchmark=alfworld or benchmark=webshop")

@@ -27,7 +27,7 @@ from harness.calibration import calibration_metrics, reliability_diagram
 from harness.context import Budgets, RunContext
 from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
-from harness.method import Method, build_method
+from harness.method import Method, build_method, check_requirements
 from harness.identity import backbone_identity, check_run_identity
 from harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
 from harness.judge import role_configured as judge_role_configured
@@ -149,6 +149,16 @@ class Runner:
                          benchmark=BenchmarkInfo.of(self.benchmark),
                          adapters={name: role.adapter for name, role in self.roles.items()},
                          budgets=Budgets(**(spec.runner_cfg.get("budgets") or {})))
+        try:  # before any problem: a method that cannot run here fails now, with one line, not once per problem
+            check_requirements(spec.method_cfg, self.benchmark)
+            preflight = getattr(self.method, "preflight", None)
+            if preflight is not None:
+                await preflight(ctx)
+        except BaseException:
+            for bb in distinct:
+                await bb.aclose()
+            cache.close()
+            raise
         self._problems = {p.id: p for p in problems}
         hidden = self.benchmark.hidden()
         self._views = {p.id: ProblemView.of(p, hidden) for p in problems}

@@ -49,3 +49,20 @@ class WindowCounter:
 
     def load_state_dict(self, state: dict) -> None:
         self.seen = list(state["seen"])
+
+
+class CheckedFirst:
+    """A method with a preflight: it refuses to start when told to (``ok=False``), else counts its calls."""
+
+    def __init__(self, ok: bool = True) -> None:
+        self.name = "checked_first"
+        self.ok = ok
+        self.preflights = 0
+
+    async def preflight(self, ctx) -> None:
+        self.preflights += 1
+        if not self.ok:
+            raise FileNotFoundError("checked_first: its artifact is missing; run the search first")
+
+    async def solve(self, problem, ctx) -> Solution:
+        return Solution(await ctx.ask(problem.fields["q"], stage="answer"))
