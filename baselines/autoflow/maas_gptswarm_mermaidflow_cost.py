@@ -3,8 +3,8 @@ scripted double.
 
     python -m baselines.autoflow.maas_gptswarm_mermaidflow_cost [benchmarks=gsm8k,math,...] [methods=maas,...]
 
-Each method's real search loop runs at a tiny size on the scripted double (MaAS: 1 repetition over 4 validate
-problems; GPTSwarm: 1 iteration of 4 problems; MermaidFlow: 2 rounds on 1 validate problem, the optimiser always
+Each method's real search loop runs at a tiny size on the scripted double (MaAS: 1 repetition over 8 validate
+problems, untrained controller; GPTSwarm: 4 iterations of 4 problems, initial edges; MermaidFlow: 2 rounds on 1 validate problem, the optimiser always
 proposing a representative graph: three Custom solutions + ScEnsemble), the executor answering ``reply_words``
 words and the optimiser ``optimizer_words``. The counted calls and tokens (words x 1.4, the README's Table 1 rule)
 per unit (one problem solved, one MermaidFlow round of optimiser calls) are scaled to the paper protocol:
@@ -75,9 +75,9 @@ class Script:
 
 
 TINY = {"maas": ["method.search.params.repetitions=1", "method.search.params.batch_size=4",
-                 "method.search.params.validate_limit=4", "method.search.params.embedder=hash"],
-        "gptswarm": ["method.search.params.num_iters=1", "method.search.params.batch_size=4",
-                     "method.search.params.validate_limit=4"],
+                 "method.search.params.validate_limit=8", "method.search.params.embedder=hash"],
+        "gptswarm": ["method.search.params.num_iters=4", "method.search.params.batch_size=4",
+                     "method.search.params.validate_limit=8"],
         "mermaidflow": ["method.search.params.rounds=2", "method.search.params.validation_rounds=1",
                         "method.search.params.validate_limit=1", "method.search.params.check_convergence=false"]}
 
