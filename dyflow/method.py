@@ -61,13 +61,28 @@ class DyFlow:
         """The adapter to pass on designer calls: None when the role is bound to the required one (or
         nothing is required); the required one when the role binds none; a conflict is an error."""
         want = self.opts.designer_adapter
-        bound = getattr(getattr(ctx, "run", None), "adapters", {}).get("designer")
+        run = getattr(ctx, "run", ctx)          # a problem context or the run context
+        bound = getattr(run, "adapters", {}).get("designer")
         if want is None or bound == want:
             return None
         if bound is None:
             return want
         raise ValueError(f"DyFlow variant {self.opts.variant} runs the designer adapter {want!r}, but "
                          f"roles.designer.adapter={bound!r}; drop one of them")
+
+    async def preflight(self, run_ctx: Any) -> None:
+        """Before any problem: a variant whose designer adapter the run cannot serve stops here, with the
+        adapter's name (never a silent run on the untrained designer)."""
+        want = self.opts.designer_adapter
+        if want is None or "designer" not in run_ctx.llms:
+            return
+        self._designer_adapter(run_ctx)            # a conflicting binding is refused
+        try:
+            run_ctx.llms["designer"].adapter_identity(want)
+        except Exception as exc:
+            raise RuntimeError(f"DyFlow {self.opts.variant} needs the trained designer adapter {want!r} "
+                               f"(dyflow/train/), which this run's designer backbone does not serve: {exc}. "
+                               f"Declare it, e.g. +backbone.adapters.{want}.path=/abs/{want}.gguf") from exc
 
     async def solve(self, problem: Any, ctx: Any) -> Solution:
         opts = self.opts

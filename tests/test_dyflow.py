@@ -355,12 +355,43 @@ def test_wo_dynamic_operator_fixed_template(tmp_path, tiny_data):
 
 @pytest.mark.parametrize("variant,adapter", [("wo_kto", "dyplanner_sft"), ("wo_sft", "dyplanner_kto")])
 def test_designer_adapter_variants_need_their_adapter(tmp_path, tiny_data, variant, adapter):
-    """Same control flow as the full method; without the trained adapter the problem is an error (never
-    a silent run on the base designer), and the error names the adapter."""
+    """Same control flow as the full method; without the trained adapter the run stops before any problem
+    with the adapter's name (never a silent run on the base designer)."""
     script = Script([[SOLVE], [ORGANIZE]])
-    metrics, preds, _ = run_dyflow(tmp_path, script, params={"variant": variant, "designer_adapter": adapter})
-    assert preds[0]["status"] == "error" and adapter in json.dumps(preds[0])
-    assert not script.design_prompts                          # refused before any request
+    with pytest.raises(RuntimeError, match=f"needs the trained designer adapter '{adapter}'"):
+        run_dyflow(tmp_path, script, params={"variant": variant, "designer_adapter": adapter})
+    assert not script.prompts                                  # refused before any request
+
+
+class AdapterScripted(ScriptedBackbone):
+    """The scripted double serving named adapters (records which adapter each request ran on)."""
+
+    def __init__(self, script: Any, adapters: tuple[str, ...]) -> None:
+        super().__init__(script)
+        self.adapters = {a: {"path": f"/x/{a}.gguf", "scale": 1.0} for a in adapters}
+        self.adapter_of_request: list[tuple[bool, str | None]] = []
+
+    def adapter_identity(self, name: str) -> dict[str, Any]:
+        if name not in self.adapters:
+            raise KeyError(f"unknown adapter {name!r}")
+        return {"name": name, "sha256": "0" * 64, "base_model": "scripted"}
+
+    async def complete(self, messages, sampling, n, adapter: str | None = None):
+        self.adapter_of_request.append((is_designer(messages), adapter))
+        return await super().complete(messages, sampling, n)
+
+
+def test_designer_adapter_is_passed_on_designer_calls_only(tmp_path, tiny_data):
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES,
+              "params": {"variant": "wo_kto", "designer_adapter": "dyplanner_sft"}}
+    spec = make_spec(tmp_path, method, limit=1)
+    bb = AdapterScripted(Script([[SOLVE], [ORGANIZE]]), ("dyplanner_sft",))
+    metrics = run(spec, bb)
+    assert metrics["score"] == 1.0
+    used = set(bb.adapter_of_request)
+    assert used == {(True, "dyplanner_sft"), (False, None)}
+    tr = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])["trace"]
+    assert tr["designer_adapter"] == "dyplanner_sft" and tr["variant"] == "wo_kto"
 
 
 def test_config_files_compose():
