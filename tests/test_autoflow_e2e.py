@@ -15,9 +15,11 @@ from harness.runner import spec_from_config
 from tests import conftest
 from tests.conftest import check_run_files, compose, run_e2e
 
-TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=48",
+# the optimiser's prompt (~1.2k tokens even so) dominates: no error-log entries, one operator described
+TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=32",
         "method.search.params.rounds=2", "method.search.params.validate_runs=1",
-        "method.search.params.max_regenerations=1", "method.search.params.optimizer_max_tokens=32"]
+        "method.search.params.max_regenerations=1", "method.search.params.optimizer_max_tokens=16",
+        "method.search.params.log_samples=0", "method.search.params.operators=[Custom]"]
 
 
 @pytest.mark.slow
@@ -33,14 +35,14 @@ def test_aflow_tiny_search_then_test(tmp_path):
     assert hist[0]["status"] == "ok" and len(hist[0]["scores"]) == 1 and 0.0 <= hist[0]["mean"] <= 1.0
     assert hist[1]["status"] in ("ok", "workflow_failed", "no_candidate")  # a 0.5B optimiser rarely writes XML
     cost = doc["search_cost"]["by_role"]
-    assert cost["optimizer"]["calls"] == 1 and cost["optimizer"]["prompt_tokens"] > 1000
+    assert cost["optimizer"]["calls"] == 1 and cost["optimizer"]["prompt_tokens"] > 800
     assert cost["executor"]["calls"] >= 1 and "default" not in cost
     assert doc["executor"]["model"] == doc["optimizer"]["model"]  # one embedded model plays both roles here
     pred = json.loads(open(f"{hist[0]['runs'][0]['dir']}/predictions.jsonl").readline())
     assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
 
     test_spec, metrics = run_e2e(tmp_path, ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1",
-                                            "backbone.sampling.max_tokens=48"])
+                                            "backbone.sampling.max_tokens=32"])
     preds = check_run_files(test_spec, metrics, 1)
     assert metrics["complete"] and set(metrics["by_role"]) == {"executor"}
     assert preds[0]["trace"]["artifact"]["sha256"] == doc["sha256"]
