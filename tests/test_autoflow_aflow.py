@@ -149,6 +149,14 @@ def test_frozen_workflow_runs_on_test_like_any_method(tiny):
     pred = json.loads((test_spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert pred["id"].startswith("t") and pred["trace"]["artifact"]["sha256"] == load_artifact(path)["sha256"]
     assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
+    # search cost and inference cost apart (DyFlow Table 8 layout)
+    from baselines.autoflow.costs import cost_row, to_markdown
+
+    row = cost_row(test_spec.out_dir)
+    art = load_artifact(path)
+    assert row["search_prompt_tokens"] == art["search_cost"]["total"]["prompt_tokens"] > 0
+    assert row["inference_prompt_tokens"] == metrics["totals"]["prompt_tokens"] > 0
+    assert row["score_pct"] == 100.0 and "| aflow | tiny |" in to_markdown([row])
 
 
 def test_the_frozen_workflow_refuses_problems_the_search_scored(tiny):
