@@ -98,6 +98,10 @@ class SearchContext:
 
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
+        if self.spec.full_config.get("restart") and self.out_dir.exists():
+            import shutil  # restart=true: the whole search starts over (the response cache still replays)
+
+            shutil.rmtree(self.out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
 
         async def build(cfg: dict[str, Any]) -> Any:
@@ -168,7 +172,7 @@ class SearchContext:
         declared = list(method_cfg.get("roles") or [])
         roles_cfg = {k: v for k, v in s.roles_cfg.items() if k in declared}
         full = copy.deepcopy(s.full_config)
-        full.update(method=method_cfg, benchmark=bench, roles=roles_cfg, seed=seed)
+        full.update(method=method_cfg, benchmark=bench, roles=roles_cfg, seed=seed, restart=False)
         return RunSpec(experiment=tag, seed=seed, method_cfg=method_cfg, benchmark_cfg=bench,
                        backbone_cfg=s.backbone_cfg, sampling=s.sampling, cache_cfg=s.cache_cfg,
                        runner_cfg={**s.runner_cfg, "progress": False}, results_root=self.out_dir / "evals",
