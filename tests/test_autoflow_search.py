@@ -33,6 +33,8 @@ def test_artifact_is_versioned_and_checked(tmp_path):
     path = tmp_path / "a.json"
     written = write_artifact(path, doc)
     assert written["version"] == 1 and load_artifact(path)["sha256"] == written["sha256"]
+    again = write_artifact(path, {**doc, "created": 123.0})  # a re-run of a finished search: same artifact
+    assert again["sha256"] == written["sha256"] and json.loads(path.read_text())["sha256"] == written["sha256"]
     tampered = json.loads(path.read_text())
     tampered["validate_score"] = 0.99
     path.write_text(json.dumps(tampered))
