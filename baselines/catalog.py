@@ -8,7 +8,9 @@ from __future__ import annotations
 
 SINGLE_AGENT = ["io", "cot", "cot_sc"]
 HAND_CRAFTED_MULTI_AGENT = ["self_refine", "llm_debate", "llm_blender", "dylan"]
-TABLE1 = SINGLE_AGENT + HAND_CRAFTED_MULTI_AGENT
+# searched on validate, frozen, run on test (baselines/autoflow/; baselines/README.md)
+AUTOMATED = ["gptswarm", "adas", "aflow", "maas", "mermaidflow", "judgeflow"]
+TABLE1 = SINGLE_AGENT + HAND_CRAFTED_MULTI_AGENT + AUTOMATED
 EXTRA = ["tot", "self_reflection", "self_reflection_step"]
 ALL = TABLE1 + EXTRA
 # agents for the environment benchmarks (ALFWorld, WebShop; AUQ Tables 1-2): agents/README.md. Not in ALL:
