@@ -219,11 +219,13 @@ class DyFlow:
             return state.memory.get(final_key, ""), final_key, "terminal"
         if self.opts.no_answer == "empty":
             return "", None, "none"
-        for st in reversed(state.stages):     # the latest answer-producing output
-            by_key = {op.output_key: op for op in st.graph.operators}
-            for key in reversed(list(st.outputs)):
-                if by_key[key].template in ANSWER_TEMPLATES and st.outputs[key].strip():
-                    return st.outputs[key], key, "last_output"
+        for kinds in (ANSWER_TEMPLATES, None):   # the latest answer-producing output, else the latest output
+            for st in reversed(state.stages):
+                by_key = {op.output_key: op for op in st.graph.operators}
+                for key in reversed(list(st.outputs)):
+                    t = by_key[key].template
+                    if (t in kinds if kinds else t != "TEST_CODE") and st.outputs[key].strip():
+                        return st.outputs[key], key, "last_output" if kinds else "last_any_output"
         return "", None, "none"
 
     async def _extract_code(self, ctx: Any, answer: str) -> str:

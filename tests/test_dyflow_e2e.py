@@ -13,9 +13,10 @@ pytestmark = pytest.mark.slow
 
 # key_repair=drop: the 0.5B designer invents input keys (e.g. "quarters"); dropping them lets a stage run, so
 # the executor and the summariser are exercised too (re-asks are covered by the unit tests).
-SMALL = ["method=dyflow", "backbone=local", "benchmark=gsm8k", "limit=1", "sampling.max_tokens=64",
+SMALL = ["method=dyflow", "backbone=local", "benchmark=gsm8k", "limit=1", "backbone.sampling.max_tokens=64",
          "method.params.t_max=2", "method.params.max_reasks=0", "method.params.designer_max_tokens=200",
          "method.params.summarizer_max_tokens=48", "method.params.ensemble_samples=2",
+         "method.params.ensemble_max_tokens=64", "method.params.selector_max_tokens=32",
          "method.params.key_repair=drop"]
 
 
