@@ -22,7 +22,8 @@ from dynagraph.artifacts import ArtifactStore
 from dynagraph.config import Options, method_name
 from dynagraph.evaluator import Budget, decide
 from dynagraph.evidence import make_source
-from dynagraph.schema import EXPERTS, Feedback, PlanNode, parse_feedback, parse_json_object, validate_plan
+from dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, parse_feedback, parse_json_object,
+                              validate_plan)
 from dynagraph.topology import TaskGraph
 from harness.types import Solution
 
@@ -60,7 +61,9 @@ class Trajectory:
                 "nodes_executed": len(self.executions), "patches": ops.count("patch"),
                 "reconstructions": ops.count("reconstruct"),
                 "plan_legal_first_try": bool(first.get("attempts") and first["attempts"][0]["check"]["ok"]),
-                "fallback_plan": any(p.get("fallback") for p in self.plans), "stopped": self.stopped,
+                "fallback_plan": any(p.get("fallback") for p in self.plans if p["kind"] != "patch"),
+                "fallback_patches": sum(bool(p.get("fallback")) for p in self.plans if p["kind"] == "patch"),
+                "stopped": self.stopped,
                 "seconds": round(time.perf_counter() - self.t0, 3)}
 
     def to_dict(self) -> dict[str, Any]:
@@ -185,8 +188,6 @@ class DynaGraph:
             k += 1
         expert, subtask, used_default = node.expert, node.subtask, True
         if isinstance(obj, dict) and obj.get("expert"):
-            from dynagraph.schema import canonical_expert
-
             e = canonical_expert(obj.get("expert"))
             if e in EXPERTS and str(obj.get("subtask") or "").strip():
                 expert, subtask, used_default = e, str(obj["subtask"]).strip(), False
