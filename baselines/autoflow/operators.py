@@ -7,7 +7,8 @@ XML response-format suffix is MetaGPT's ``ActionNode.xml_compile`` (the version 
 issue #27; MaAS ships the same); ``code_fill`` takes the code out of the answer (here ``evaluators.extract.
 extract_code``, AFlow uses evalplus' sanitizer); ``single_fill`` is the raw text. Prompts are one user message.
 
-Where we differ from the released code, on purpose (``baselines/README.md``, AFlow/MaAS rows):
+Signatures follow AFlow's (``mode`` is accepted and ignored where AFlow has it). Where we differ from the released
+code, on purpose (``baselines/README.md``, AFlow/MaAS rows):
 - **Programmer** runs the generated ``solve()`` in the harness sandbox (``evaluators/sandbox``: separate process,
   rlimits, no network, wall-clock kill), never ``exec`` in a process pool with an import blacklist.
 - **Test** runs only the benchmark's *visible* tests (``ctx.benchmark.run_public_tests``: the tests the prompt
@@ -401,7 +402,7 @@ async def sc_ensemble(ctx: Any, solutions: list[str], problem: str, *, stage: st
     return {"response": sols[0 if i is None else i], "index": 0 if i is None else i, "fallback": i is None}
 
 
-async def md_ensemble(ctx: Any, solutions: list[str], problem: str, *, vote_count: int = 5,
+async def md_ensemble(ctx: Any, solutions: list[str], problem: str, mode: str | None = None, *, vote_count: int = 5,
                       stage: str = "MdEnsemble") -> dict[str, Any]:
     """AFlow MdEnsemble (Medprompt): ``vote_count`` rounds over shuffled candidates, majority of the picks."""
     ops = Ops.of(ctx)
@@ -520,7 +521,8 @@ async def test(ctx: Any, problem: str, solution: str, entry_point: str, test_loo
     return {"result": ok, "solution": solution}
 
 
-async def review(ctx: Any, problem: str, solution: str, *, stage: str = "Review") -> dict[str, Any]:
+async def review(ctx: Any, problem: str, solution: str, mode: str | None = None, *,
+                 stage: str = "Review") -> dict[str, Any]:
     """AFlow Review: XML ``review_result`` (bool; a missing tag reads False, MetaGPT's default) and ``feedback``."""
     ops = Ops.of(ctx)
     text = await ops.ask(xml_prompt(REVIEW_PROMPT.format(problem=problem, solution=solution),
@@ -531,7 +533,8 @@ async def review(ctx: Any, problem: str, solution: str, *, stage: str = "Review"
     return out
 
 
-async def revise(ctx: Any, problem: str, solution: str, feedback: str, *, stage: str = "Revise") -> dict[str, Any]:
+async def revise(ctx: Any, problem: str, solution: str, feedback: str, mode: str | None = None, *,
+                 stage: str = "Revise") -> dict[str, Any]:
     """AFlow Revise: XML ``solution`` (a missing tag keeps the raw text)."""
     ops = Ops.of(ctx)
     text = await ops.ask(xml_prompt(REVISE_PROMPT.format(problem=problem, solution=solution, feedback=feedback),
@@ -542,7 +545,8 @@ async def revise(ctx: Any, problem: str, solution: str, feedback: str, *, stage:
     return out
 
 
-async def format_answer(ctx: Any, problem: str, solution: str, *, stage: str = "Format") -> dict[str, Any]:
+async def format_answer(ctx: Any, problem: str, solution: str, mode: str | None = None, *,
+                        stage: str = "Format") -> dict[str, Any]:
     """AFlow Format: a short answer extracted from ``solution`` (single_fill -> ``solution``)."""
     ops = Ops.of(ctx)
     text = await ops.ask(FORMAT_PROMPT.format(problem_description=problem, solution=solution), stage=stage)
