@@ -32,21 +32,19 @@ ANSWER_TEMPLATES = ("ORGANIZE_SOLUTION", "REFINE_ANSWER", "REFINE_CODE", "GENERA
 
 
 def task_text(ctx: Any, opts: Options) -> str:
-    """original_problem: the task text + the release's suffix for the domain (run_dataset.py), plus the
-    benchmark's answer format where that suffix names none."""
+    """original_problem as run_dataset.py builds it: the question (with its answer format: PubMedQA's
+    ``Question ... Context ... Answer the question ... [[yes]] ...``, SocialMaze's ``... Final Criminal ...``,
+    here the task text + the benchmark's answer instruction when the text lacks it) + "\n\n" + the
+    release's suffix for the domain (MATH's asks for a boxed answer, HumanEval's for a python block)."""
     bench = ctx.benchmark
     text = bench.render(ctx.problem)
+    instr = bench.answer_instruction or ""
+    own_format = opts.task_suffix == "release" and bench.domain in ("math", "code")
+    if opts.append_answer_instruction and instr and instr not in text and not own_format:
+        text += "\n\n" + instr
     if opts.task_suffix == "none":
-        return text + (f"\n\n{bench.answer_instruction}" if opts.append_answer_instruction
-                       and bench.answer_instruction else "")
-    if bench.domain == "math":
-        suffix = P.SUFFIX_MATH
-    elif bench.domain == "code":
-        suffix = P.SUFFIX_CODE
-    else:
-        suffix = P.SUFFIX_REASONING
-        if opts.append_answer_instruction and bench.answer_instruction and bench.answer_instruction not in text:
-            suffix += " " + bench.answer_instruction
+        return text
+    suffix = {"math": P.SUFFIX_MATH, "code": P.SUFFIX_CODE}.get(bench.domain, P.SUFFIX_REASONING)
     return text + "\n\n" + suffix
 
 

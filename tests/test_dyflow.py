@@ -177,6 +177,8 @@ def test_full_loop_roles_memory_trace(tmp_path, tiny_data):
     for rec in (s0, s1):
         assert {"summary", "designer_messages", "designer_output", "stage", "outputs"} <= set(rec)
         assert stage_from_trace(rec) is not None
+    assert tr["original_problem"] == ("What is 0+0?\n\nEnd with ANSWER: <n>.\n\n"
+                                      "Let's think step by step to solve the problem.")   # run_dataset.py form
     assert s0["summary"] == P.FIRST_STAGE_SUMMARY
     assert s1["summary"].startswith("Stage 1:\n- Stage goal: work")
     assert s0["designer_messages"][0]["content"].count("What is 0+0?") == 1
@@ -239,6 +241,9 @@ def test_t_max_and_last_output_answer(tmp_path, tiny_data):
     assert tr["answer_from"] == "last_output" and tr["answer_key"] == "act_3" and metrics["score"] == 1.0
     _, preds2, _ = run_dyflow(tmp_path / "empty", script, params={"t_max": 3, "no_answer": "empty"})
     assert preds2[0]["raw_output"] == "" and preds2[0]["trace"]["answer_from"] == "none"
+    plan = stage_json(1, [("GENERATE_PLAN", ["original_problem"], "act_1")])
+    _, preds3, _ = run_dyflow(tmp_path / "plan", Script(designer=lambda m, s: plan), params={"t_max": 1})
+    assert preds3[0]["trace"]["answer_from"] == "last_any_output" and preds3[0]["raw_output"]
     assert preds2[0]["status"] == "ok" and preds2[0]["score"] == 0.0
 
 
