@@ -409,3 +409,63 @@ def test_config_files_compose():
         assert m["name"] == name and m["params"]["folder"] == name and m["label"] and m["deviations"]
         opts = Options.build(m["params"])
         assert opts.variant == variant
+
+
+# ---- TEST_CODE: only the benchmark's public tests, through its tool ----------------------------------
+from tests.conftest import EchoBenchmark  # noqa: E402
+
+
+class PublicOnly(EchoBenchmark):
+    """A code benchmark double whose one public test passes only for 'return 2*x'."""
+
+    domain = "code"
+    runs: list[str] = []
+
+    async def run_public_tests(self, text, problem):
+        PublicOnly.runs.append(text)
+        ok = "return 2*x" in text
+        return {"passed": int(ok), "total": 1,
+                "results": [{"test": "assert f(1) == 2", "passed": ok, "status": "ok" if ok else "fail",
+                             "error": "" if ok else "AssertionError"}]}
+
+
+CODE = stage_json(1, [("GENERATE_CODE", ["original_problem"], "act_1"), ("TEST_CODE", ["act_1"], "act_2")])
+
+
+def _code_script(messages, sampling):
+    p = messages[-1]["content"]
+    if is_designer(messages):
+        return CODE if stage_count(messages) == 0 else ORGANIZE
+    if "summarizing" in p:
+        assert "Code execution result:" in p
+        return "- Stage goal: code\n- Execution result: Failure"
+    return "ANSWER: def f(x): return x"
+
+
+def test_test_code_runs_public_tests_through_the_tool(tmp_path, tiny_data):
+    PublicOnly.runs.clear()
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    spec = make_spec(tmp_path, method, limit=1)
+    spec.benchmark_cfg.update(kind="tests.test_dyflow.PublicOnly", execute_code=True)
+    run(spec, ScriptedBackbone(_code_script))
+    pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
+    out = pred["trace"]["memory"]["act_2"]
+    assert PublicOnly.runs == ["ANSWER: def f(x): return x"]              # the solution text, nothing else
+    assert "**Execution Failed**" in out and "AssertionError" in out and "passed 0/1" in out
+    assert [c["name"] for c in pred["tool_calls"]] == ["run_public_tests"]   # recorded like any tool call
+    ex = pred["trace"]["stages"][0]["executed"][1]
+    assert ex["template"] == "TEST_CODE" and ex["ledger_stage"] is None and ex["status"] == "ran"
+    assert "op:TEST_CODE" not in pred["cost_by_stage"]                      # no LLM call
+
+
+def test_test_code_without_a_code_tool_does_not_execute(tmp_path, tiny_data):
+    def script_fn(messages, sampling):
+        if is_designer(messages) or "summarizing" in messages[-1]["content"]:
+            return _code_script(messages, sampling)
+        return "```python\nimport os\nos.system('echo pwned')\n```"
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    spec = make_spec(tmp_path, method, limit=1)
+    run(spec, ScriptedBackbone(script_fn))
+    pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
+    out = pred["trace"]["memory"]["act_2"]
+    assert "Execution Status: Not run" in out and "os.system" in out and pred["tool_calls"] == []
