@@ -16,7 +16,7 @@ paper's numbers). Writes under ``results/auq-report/``:
 - ``figure4-<backbone>``: SR vs memory window h; ``figure5-<backbone>``: memory expansion at h = 5;
   ``figure6-<backbone>``: τ Pareto (SR vs average API calls per episode) beside the paper's points.
 
-Rules (as scripts/table1.py): a cell whose runs have errors or unanswered problems shows ``incomplete a/s, k
+Rules (as scripts/table1.py; `run` exits 1 when a planned run is not complete): a cell whose runs have errors or unanswered problems shows ``incomplete a/s, k
 errors`` and is never averaged; a row whose method is not implemented or not run shows "—" with the reason; a
 WebShop cell without the product files says so (fixture numbers are never WebShop: they run under another
 benchmark name). Calibration metrics pool the trajectories of all seeds of a cell; trajectories without any
@@ -602,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
                                    "methods": None, "dry_run": "false"})
     exp = load_experiment(EXP_NAME)
     root = Path(opts["results_root"])
+    bad: list[Any] = []
     if cmd == "run":
         from scripts.runs import Planned, execute, plan, require_backbone_key
 
@@ -623,6 +624,9 @@ def main(argv: list[str] | None = None) -> int:
         planned = plan([Planned(label, [f"results_root={root}", *ov, *rest]) for label, ov in items], [])
         execute(planned)
         out = write_all(root, backbone, exp)
+        bad = [it for it in planned if it.state != "done"]
+        for it in bad:
+            print(f"not complete: {it.label} ({it.state}{': ' + it.error if it.error else ''})", file=sys.stderr)
     elif cmd == "build":
         if rest:
             raise SystemExit(f"unknown arguments {rest}")
@@ -634,7 +638,7 @@ def main(argv: list[str] | None = None) -> int:
     for bb, d in out["data"].items():
         for t in d["tables"]:
             print(t.to_markdown())
-    return 0
+    return 1 if cmd == "run" and bad else 0
 
 
 if __name__ == "__main__":
