@@ -59,7 +59,9 @@ def build_plan(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> l
                       f"seed={s}", f"limit={'null' if limit in (None, 'null') else int(limit)}",
                       "runner.max_concurrent_problems=1",          # the paper's unbatched, single-sample latency
                       *(exp.get("benchmark_overrides") or {}).get(b, []), *proto.get("overrides", []),
-                      *[o.replace("${backbone}", bb) for o in row.get("overrides", [])], *extra]
+                      *[o.replace("${backbone}", bb) for o in [*row.get("overrides", []),
+                                                               *(row.get("overrides_by_protocol") or {}).get(pname, [])]],
+                      *extra]
                 items.append(Planned(f"{m}/{b}/{bb}/seed={s}", ov))
     return items
 
