@@ -37,6 +37,9 @@ def test_blocks_are_validated():
                           {"type": "cond", "condition": "Review", "failure": [{"op": "SelfRefine"}]}])
     assert [b["id"] for b in ok] == ["B1", "B2", "B3"] and ok[1]["stop"] == "review"
     assert ok[2]["success"] == [{"op": "Format"}]
+    loose = validate_blocks([{"type": "Sequence", "operators": [{"op": "Custom"}]},
+                             {"type": "conditional", "condition": "Review", "failure": ["Revise"]}])
+    assert [b["type"] for b in loose] == ["seq", "cond"] and loose[1]["failure"] == [{"op": "Revise"}]
     for bad in ([], [{"type": "while"}], [{"type": "seq", "operators": [{"op": "exec"}]}],
                 [{"type": "seq", "operators": [{"op": "Review"}]}],  # nothing generated yet
                 [{"type": "for", "operators": [{"op": "Custom"}], "max_iters": 99}]):

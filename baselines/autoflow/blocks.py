@@ -29,6 +29,8 @@ STEP_OPS = ("Custom", "CustomCodeGenerate", "AnswerGenerate", "ScEnsemble", "Pro
 CONDITION_OPS = ("Review", "Test")
 GENERATORS = ("Custom", "CustomCodeGenerate", "AnswerGenerate", "ScEnsemble", "Programmer")
 BLOCK_TYPES = ("seq", "for", "cond")
+TYPE_ALIASES = {"sequence": "seq", "sequential": "seq", "sequencelogic": "seq", "loop": "for", "looplogic": "for",
+                "conditional": "cond", "if": "cond", "conditionallogic": "cond"}
 MAX_BLOCKS, MAX_STEPS, MAX_ITERS, MAX_N = 6, 4, 5, 5
 
 
@@ -41,6 +43,7 @@ def _steps(raw: Any, where: str, allowed: tuple[str, ...]) -> list[dict[str, Any
         raise BlockError(f"{where}: 1..{MAX_STEPS} operator steps")
     out = []
     for s in raw:
+        s = {"op": s} if isinstance(s, str) else s  # "Review" as a step: {"op": "Review"}
         if not isinstance(s, dict) or s.get("op") not in allowed:
             raise BlockError(f"{where}: unknown operator step {str(s)[:80]} (allowed: {', '.join(allowed)})")
         step = {"op": s["op"]}
@@ -63,6 +66,8 @@ def validate_blocks(raw: Any, allowed: tuple[str, ...] = STEP_OPS) -> list[dict[
         raise BlockError(f"a workflow is 1..{MAX_BLOCKS} blocks")
     blocks = []
     for i, b in enumerate(raw):
+        if isinstance(b, dict) and isinstance(b.get("type"), str):  # names an LLM may use for the three types
+            b = {**b, "type": TYPE_ALIASES.get(b["type"].strip().lower(), b["type"].strip().lower())}
         if not isinstance(b, dict) or b.get("type") not in BLOCK_TYPES:
             raise BlockError(f"block {i + 1}: type must be one of {BLOCK_TYPES}")
         blk: dict[str, Any] = {"id": f"B{i + 1}", "type": b["type"], "description": str(b.get("description", ""))[:500]}
