@@ -40,7 +40,8 @@ def executor_answer(prompt: str) -> str:
     if "impartial adjudicator" in prompt:
         return '{"selected_index": 2, "justification": "majority", "confidence": 0.9}'
     m = re.search(r"What is (\d+)\+(\d+)\?", prompt)
-    return f"Reasoning... ANSWER: {int(m.group(1)) + int(m.group(2))}" if m else "ANSWER: ?"
+    head = "Refined. " if prompt.startswith("You are an expert in refining") else "Reasoning... "
+    return f"{head}ANSWER: {int(m.group(1)) + int(m.group(2))}" if m else "ANSWER: ?"
 
 
 class Script:
@@ -469,3 +470,21 @@ def test_test_code_without_a_code_tool_does_not_execute(tmp_path, tiny_data):
     pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
     out = pred["trace"]["memory"]["act_2"]
     assert "Execution Status: Not run" in out and "os.system" in out and pred["tool_calls"] == []
+
+
+def test_memory_key_reused_later_overwrites_but_the_trace_keeps_each_stage(tmp_path, tiny_data):
+    """A key written again names the latest value (as released); within a stage an input key resolves to its
+    producer in that stage; each stage's own outputs stay in its trace record."""
+    s2 = stage_json(2, [("REFINE_ANSWER", ["original_problem", "act_1"], "act_1"),
+                        ("REVIEW_SOLUTION", ["act_1"], "act_2")])
+    s3 = stage_json(3, [("ORGANIZE_SOLUTION", ["act_1"], "act_9")])
+    script = Script([[SOLVE], [s2], [s3]])
+    _, preds, _ = run_dyflow(tmp_path, script)
+    tr = preds[0]["trace"]
+    assert tr["stages"][0]["outputs"]["act_1"] == "Reasoning... ANSWER: 0"
+    refine = next(p for p in script.prompts if p.startswith("You are an expert in refining"))
+    assert "act_1's Context:\nReasoning... ANSWER: 0" in refine            # the old value, before the write
+    assert tr["stages"][1]["outputs"]["act_1"] == tr["memory"]["act_1"] == "Refined. ANSWER: 0"
+    review2 = [p for p in script.prompts if "careful reviewer" in p][1]
+    assert f"act_1's Context:\n{tr['memory']['act_1']}" in review2
+    assert tr["final_key"] == "act_9" and tr["n_stages"] == 3
