@@ -488,3 +488,37 @@ def test_memory_key_reused_later_overwrites_but_the_trace_keeps_each_stage(tmp_p
     review2 = [p for p in script.prompts if "careful reviewer" in p][1]
     assert f"act_1's Context:\n{tr['memory']['act_1']}" in review2
     assert tr["final_key"] == "act_9" and tr["n_stages"] == 3
+
+
+def test_humaneval_test_code_runs_in_the_sandbox_on_the_shown_tests_only(tmp_path):
+    """The real HumanEval (DyFlow split) through the runner: TEST_CODE's verdict comes from the sandbox running
+    the docstring's examples (run_public_tests), and the run is scored by the hidden check."""
+    import asyncio
+    from pathlib import Path
+
+    from harness.runner import Runner, spec_from_config
+    from tests.conftest import compose
+
+    data = Path(__file__).resolve().parents[1] / "data" / "humaneval"
+    if not data.exists():
+        pytest.skip("HumanEval data missing: make data")
+    s1 = stage_json(1, [("GENERATE_CODE", ["original_problem"], "act_1"), ("TEST_CODE", ["act_1"], "act_2")])
+
+    def script_fn(messages, sampling):
+        p = messages[-1]["content"]
+        if is_designer(messages):
+            assert "You should not raise ValueError" in messages[0]["content"]    # the release's code suffix
+            return s1 if stage_count(messages) == 0 else ORGANIZE
+        if "summarizing" in p:
+            return "- Stage goal: code"
+        return "```python\ndef wrong(*a):\n    return None\n```"
+    cfg = compose(["method=dyflow", "benchmark=humaneval_dyflow", "limit=1", f"results_root={tmp_path}",
+                   "cache.mode=off", "runner.progress=false"])
+    spec = spec_from_config(cfg)
+    asyncio.run(Runner(spec, backbone=ScriptedBackbone(script_fn)).run())
+    pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
+    assert pred["status"] == "ok" and pred["score"] == 0.0
+    out = pred["trace"]["memory"]["act_2"]
+    assert "**Execution Failed**" in out and [c["name"] for c in pred["tool_calls"]] == ["run_public_tests"]
+    ex = pred["trace"]["stages"][0]["executed"][1]
+    assert ex["status"] == "ran" and ex["total"] >= 1 and ex["passed"] == 0
