@@ -522,3 +522,32 @@ def test_humaneval_test_code_runs_in_the_sandbox_on_the_shown_tests_only(tmp_pat
     assert "**Execution Failed**" in out and [c["name"] for c in pred["tool_calls"]] == ["run_public_tests"]
     ex = pred["trace"]["stages"][0]["executed"][1]
     assert ex["status"] == "ran" and ex["total"] >= 1 and ex["passed"] == 0
+
+
+def test_named_options_change_what_is_sent(tmp_path, tiny_data):
+    """temperatures=release (0.1 / 0.1), operator_catalogue=paper (Table 6's list) and code_postprocess=release
+    (the §3.2 extraction call on the executor role) each reach the requests."""
+    script = Script([[SOLVE], [ORGANIZE]])
+    _, _, bb = run_dyflow(tmp_path, script, params={"temperatures": "release", "operator_catalogue": "paper"})
+    temps = {(is_designer(m), "summarizing" in m[-1]["content"]): s["temperature"] for m, s, n in bb.requests}
+    assert temps == {(True, False): 0.1, (False, False): 0.1, (False, True): 0.01}
+    first = script.design_prompts[0][0]["content"]
+    assert "11. TERMINATE" in first and "5. GENERATE_CODE" in first and "TEST_CODE" not in first
+    PublicOnly.runs.clear()
+    seen: list[str] = []
+
+    def code_fn(messages, sampling):
+        p = messages[-1]["content"]
+        if p.startswith("You are given:\n- A partial or original function definition"):
+            seen.append(p)
+            return "ANSWER: def f(x): return 2*x"
+        return _code_script(messages, sampling)
+    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES,
+              "params": {"code_postprocess": "release"}}
+    spec = make_spec(tmp_path / "code", method, limit=1)
+    spec.benchmark_cfg.update(kind="tests.test_dyflow.PublicOnly", execute_code=True)
+    run(spec, ScriptedBackbone(code_fn))
+    pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
+    assert len(seen) == 1 and "Complete working solution:\nANSWER: def f(x): return x" in seen[0]
+    assert pred["raw_output"] == "ANSWER: def f(x): return 2*x" and pred["cost_by_stage"]["extract_code"]["calls"] == 1
+    assert pred["trace"]["answer_from"] == "terminal+code_extraction"
