@@ -118,3 +118,28 @@ def test_frozen_swarm_on_test_keeps_the_edges_above_one_half(tmp_path, tiny_data
         g = p["trace"]["gptswarm"]
         assert g["mode"] == "mask" and all(e in g["edges"] for e in kept if e[1] == "final")
         assert set(p["cost_by_stage"]) <= {"DirectAnswer"}
+
+
+def test_reproduce_table1_searches_first_then_fills_the_gptswarm_row(tmp_path, monkeypatch):
+    """`make reproduce-table1` on a searched row: the search runs first (validate), the test run then loads its
+    artifact, and the row gets a number with its footnotes (the method's deviations, the reduced search size)."""
+    import csv
+
+    from scripts import reproduce_table1
+    from tests.test_reporting import guess
+
+    async def fake_build(cfg, *, run_dir, seed, **kw):
+        return ScriptedBackbone(guess, name=cfg["name"], max_concurrency=2)
+
+    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("harness.backbones.build_backbone", fake_build)
+    argv = ["backbone=local", "methods=gptswarm", "benchmarks=gsm8k", "seeds=42", "limit=1",
+            f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false"]
+    assert reproduce_table1.main(argv) == 0
+    art = tmp_path / "results/search/gsm8k/gptswarm/local/seed=42/artifact.json"
+    assert art.exists() and len(json.loads(art.read_text())["history"]) == 1
+    rows = {(r["method"], r["benchmark"]): r for r in csv.DictReader(open(tmp_path / "results/table1/table1.csv"))}
+    r = rows[("gptswarm", "gsm8k")]
+    assert r["status"] == "ok" and r["n_problems"] == "1" and r["footnotes"]
+    md = (tmp_path / "results/table1/table1.md").read_text()
+    assert "method.search.params.num_iters=1" in md and "adversarial" in md
