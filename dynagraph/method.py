@@ -27,6 +27,13 @@ from dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, par
 from dynagraph.topology import TaskGraph
 from harness.types import Solution
 
+def _errors_text(errors: list[str], limit: int = 6) -> str:
+    """The first ``limit`` distinct errors, one a line (a long broken plan can have dozens)."""
+    uniq = list(dict.fromkeys(errors))
+    more = f"\n- ... and {len(uniq) - limit} more" if len(uniq) > limit else ""
+    return "\n".join(f"- {e}" for e in uniq[:limit]) + more
+
+
 class PlanFailure(RuntimeError):
     """The planner gave no valid plan within max_plan_attempts and on_plan_failure=error."""
 
@@ -120,7 +127,7 @@ class DynaGraph:
                          [n.model_dump() for n in check.nodes], "planner")
                 return check.nodes
             messages = [*messages, {"role": "assistant", "content": raw},
-                        {"role": "user", "content": P.PLAN_RETRY.format(errors="\n".join(f"- {e}" for e in check.errors))}]
+                        {"role": "user", "content": P.PLAN_RETRY.format(errors=_errors_text(check.errors))}]
         if o.on_plan_failure == "error":
             raise PlanFailure(f"no valid {kind} after {o.max_plan_attempts} planner answers: "
                               f"{record['attempts'][-1]['check']['errors']}")

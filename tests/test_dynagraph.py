@@ -296,3 +296,10 @@ def test_bm25_evidence_is_retrieved_recorded_and_gold_folders_refused(tmp_path: 
     bad.write_text("gold fact\n")
     with pytest.raises(ValueError, match="gold evidence"):
         Bm25Index(str(bad))
+
+
+def test_retry_message_lists_at_most_six_distinct_errors():
+    from dynagraph.method import _errors_text
+
+    text = _errors_text([f"node {i} is malformed" for i in range(20)] + ["node 0 is malformed"])
+    assert text.count("\n- ") == 6 and text.endswith("... and 14 more")
