@@ -15,7 +15,7 @@ from baselines.autoflow import mermaidflow_prompts as P
 from harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
-from tests.test_baselines_multiagent import CodeEchoBenchmark, code_spec
+from tests.test_baselines_multiagent import code_spec
 
 TWO = """flowchart TD
     PROBLEM([Problem])

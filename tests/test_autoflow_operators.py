@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from baselines.autoflow import operators as O
 from harness.llm import request_seed
 from harness.results import read_jsonl_tolerant

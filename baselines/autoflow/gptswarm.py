@@ -26,7 +26,6 @@ task's visible tests). Deviations: see ``configs/method/gptswarm.yaml`` and base
 """
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import math
 import random
@@ -421,5 +420,4 @@ def _adam_from_json(doc: dict[str, Any]) -> dict[str, Any]:
     return {"param_groups": doc["param_groups"], "state": state}
 
 
-__all__ = ["GPTSwarm", "GPTSwarmOptimiser", "build_swarm", "realize", "graph_log_prob", "run_swarm", "SWARMS",
-           "asyncio"]
+__all__ = ["GPTSwarm", "GPTSwarmOptimiser", "build_swarm", "realize", "graph_log_prob", "run_swarm", "SWARMS"]

@@ -39,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import io
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -565,4 +564,4 @@ def controller_summary(path: str | Path) -> dict[str, Any]:
 
 
 __all__ = ["MaasSupernet", "MaasOptimiser", "build_controller", "sample_architecture", "architecture_log_prob",
-           "sample_layer", "run_graph", "graph_for", "controller_summary", "json"]
+           "sample_layer", "run_graph", "graph_for", "controller_summary"]
