@@ -98,8 +98,12 @@ def bench_missing(b: str) -> str | None:
 # ---- reading results ---------------------------------------------------------------------------------------
 @functools.lru_cache(maxsize=None)
 def _folder(method: str) -> str:
-    """The result-folder name of a method config (composed once per name)."""
-    return method_folder(method) if method_config(method) is not None else method
+    """The result-folder name of a method config: its literal ``name:``, else composed (once per name)."""
+    cfg = method_config(method)
+    if cfg is None:
+        return method
+    name = cfg.get("name")
+    return name if isinstance(name, str) and "${" not in name else method_folder(method)
 
 
 class Results:
