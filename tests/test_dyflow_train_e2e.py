@@ -40,7 +40,7 @@ def trained(tmp_path_factory):
     # batch = the whole dataset so successive losses are comparable; lr/beta far above D.2's so that a few steps
     # on a random toy model move the loss visibly (D.2's values are the configs' defaults, tested in the unit tests)
     res = run_pipeline([runs], tmp / "adapters", base=str(tiny.hf_dir),
-                       sft_overrides=[*common, "max_steps=3", "lr=3e-2", "batch_size=2", "export_gguf=false"],
+                       sft_overrides=[*common, "max_steps=2", "lr=3e-2", "batch_size=2", "export_gguf=false"],
                        kto_overrides=[*common, "max_steps=2", "lr=1e-2", "beta=1.0", "batch_size=4"])
     return tiny, tmp, res
 
