@@ -29,7 +29,11 @@ import types as _types
 import traceback as _traceback
 import threading as _threading
 import string as _string_mod
-from collections import namedtuple as _namedtuple, Counter as _Counter  # noqa: F401
+from collections import namedtuple as _namedtuple, Counter as _Counter
+
+# modules a workflow may import (imports of anything not loaded yet are refused once sealed)
+_PRELOADED = (_math, _random, _string, _collections, _itertools, _functools, _typing, _Counter)
+_WORKFLOW = {"graph": "", "prompt": "", "kind": "aflow"}  # replaced by the sources appended after this file
 
 _SIGNATURES = {  # op -> positional parameter names (AFlow operator.json interfaces; MaAS's extras)
     "Custom": ("input", "instruction"), "Generate": ("input", "instruction"),
