@@ -124,3 +124,20 @@ def test_an_infrastructure_error_propagates_instead_of_failing_the_workflow():
 
     with pytest.raises(BackboneError):
         run(GATHER, handler=dead, prompt='P = ""')
+
+
+def test_an_adas_agent_that_hangs_or_reads_files_fails():
+    async def handler(op, args):
+        return [[f, "x"] for f in args["output_fields"]]
+
+    async def go(code):
+        return await run_workflow(code, "", {"problem": "2+2", "seed": 1}, handler, Limits(idle_timeout_s=1, cpu_s=30),
+                                  kind="adas")
+
+    spin = "def forward(self, taskInfo):\n    while True:\n        pass\n"
+    out = asyncio.run(go(spin))
+    assert not out.ok and out.failure == "timeout"
+    peek = "def forward(self, taskInfo):\n    a = LLMAgentBase(['answer'], 'A')\n    a([taskInfo], 'go')\n" \
+           "    return open('/etc/hostname').read()\n"
+    out = asyncio.run(go(peek))
+    assert not out.ok and "open is not allowed" in out.detail and out.calls == 1
