@@ -22,6 +22,10 @@ async def probe(problem, ctx, *, case: str) -> Solution:
     if case == "custom":
         outs = [await O.custom(ops, q, "Solve: ") for _ in range(3)]
         res: Any = [o["response"] for o in outs]
+    elif case == "cross_stage":
+        a = await O.generate_cot(ops, q, "Think.")
+        b = await O.multi_generate_cot(ops, q, "Think.")
+        res = [a["response"], *b["response"]]
     elif case == "bare_ctx":
         outs = [await O.custom(ctx, q, "Solve: ") for _ in range(2)]
         res = [o["response"] for o in outs]
@@ -80,6 +84,12 @@ def test_custom_is_instruction_plus_input_and_repeats_are_distinct_samples(tmp_p
     assert len(set(pred["trace"]["result"])) == 3
     assert all(s["temperature"] == 1.0 for _, s, _ in bb.requests)
     assert set(pred["cost_by_stage"]) == {"Custom"}
+
+
+def test_one_prompt_in_two_stages_is_still_distinct_samples(tmp_path, tiny_data):
+    pred, bb = go(tmp_path, "cross_stage", lambda m, s: f"seed {s['seed']}")
+    assert sorted(sample_index(s) for _, s, _ in bb.requests) == [0, 1, 2, 3]
+    assert len(set(pred["trace"]["result"])) == 4
 
 
 def test_a_bare_problem_context_still_counts_repeats(tmp_path, tiny_data):

@@ -17,7 +17,7 @@ code, on purpose (``baselines/README.md``, AFlow/MaAS rows):
   the first candidate and says so in the trace (``fallback``).
 - Identical prompts repeated within one problem (a workflow sampling ``custom`` three times, MultiGenerateCoT)
   get distinct sample indices, so they are distinct samples as in the released code at T=1 (our cache would
-  otherwise replay one answer): :class:`Ops` counts them per (stage, prompt).
+  otherwise replay one answer): :class:`Ops` counts them per (role, prompt), across stages.
 
 :class:`Ops` binds a problem context to a role, sampling defaults and a call trace; the module functions accept
 an ``Ops`` or a bare :class:`~harness.context.ProblemContext` (then one ``Ops`` per context is kept for the
@@ -261,7 +261,9 @@ class Ops:
         return ops
 
     def _offset(self, stage: str, prompt: str) -> int:
-        key = stage + "\0" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
+        """The next sample index of ``prompt`` in this problem, whatever the stage (the cache key has no stage:
+        GenerateCoT and MultiGenerateCoT on one prompt must not share a sample)."""
+        key = f"{self.role}\0" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()
         i = self._seen[key]
         self._seen[key] += 1
         return i
