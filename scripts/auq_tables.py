@@ -81,11 +81,39 @@ def footnotes_for(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, An
     for d in devs:
         if str(d) not in out:
             out.append(str(d))
-    if proto and any(a.runs for a in aggs.values()):
-        red = [*(proto.get("overrides") or []), *((proto.get("method_overrides") or {}).get(row["method"]) or [])]
-        if red:
-            out.append(f"size '{proto.get('name')}': {' '.join(red)} (the paper: 50 steps, full replies)")
+    defaults = ((method_config(row["method"]) or {}).get("params") or {})
+    for text in recorded_settings(aggs, defaults):
+        if text not in out:
+            out.append(text)
     return out
+
+
+def recorded_settings(aggs: dict[str, Agg], defaults: dict[str, Any] | None = None) -> list[str]:
+    """The settings a cell's runs recorded in their config.yaml that differ from the paper's protocol (50 steps)
+    or shape the result on a small model (max_tokens, few-shot, Reflexion trials): read from the runs, so a
+    footnote says what ran whatever size produced it. Nothing when the runs kept the 50-step cap and the
+    method's own few-shot/trial settings (``defaults``: its config's params)."""
+    defaults = defaults or {}
+    seen: list[str] = []
+    for a in aggs.values():
+        for r in a.runs:
+            cfg = r.config()
+            steps = ((cfg.get("benchmark") or {}).get("env") or {}).get("max_steps")
+            mt = ((cfg.get("backbone") or {}).get("sampling") or {}).get("max_tokens") \
+                or (cfg.get("sampling") or {}).get("max_tokens")
+            params = (cfg.get("method") or {}).get("params") or {}
+            parts = []
+            if steps is not None and int(steps) != 50:
+                parts.append(f"step cap {steps} (the paper: 50)")
+            for k in ("few_shot", "trials"):
+                if k in params and k in defaults and params[k] != defaults[k]:
+                    parts.append(f"{k} {params[k]} (its config: {defaults[k]})")
+            if parts and mt is not None:
+                parts.append(f"max_tokens {mt}")
+            text = "ran with " + ", ".join(parts) if parts else ""
+            if text and text not in seen:
+                seen.append(text)
+    return seen
 
 
 def protocol_record(root: Path, backbone: str) -> dict[str, Any] | None:
@@ -620,7 +648,9 @@ def main(argv: list[str] | None = None) -> int:
         if opts["dry_run"].lower() == "true":
             return 0
         (root / OUT).mkdir(parents=True, exist_ok=True)
-        (root / OUT / f"protocol-{backbone}.json").write_text(json.dumps(proto, indent=1), encoding="utf-8")
+        extra = [o for o in rest if not o.startswith(("cache.", "runner.progress"))]
+        (root / OUT / f"protocol-{backbone}.json").write_text(json.dumps({**proto, "extra_overrides": extra}, indent=1),
+                                                              encoding="utf-8")
         planned = plan([Planned(label, [f"results_root={root}", *ov, *rest]) for label, ov in items], [])
         execute(planned)
         out = write_all(root, backbone, exp)

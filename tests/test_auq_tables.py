@@ -30,8 +30,9 @@ def pred(pid, ok, confs, *, s2=None, status="ok"):
 def write_run(root, exp, bench, method, preds, *, seed=42, backbone="local", calls=3.0, complete=True, tau=0.85):
     d = root / exp / bench / method / backbone / f"seed={seed}"
     d.mkdir(parents=True)
-    cfg = {"method": {"name": method, "params": {"tau": tau}, "deviations": []}, "benchmark": {"name": bench},
-           "backbone": {"name": backbone}, "seed": seed}
+    cfg = {"method": {"name": method, "params": {"tau": tau, "few_shot": 0}, "deviations": []},
+           "benchmark": {"name": bench, "env": {"max_steps": 8}}, "backbone": {"name": backbone,
+                                                                         "sampling": {"max_tokens": 192}}, "seed": seed}
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
     ok = [p for p in preds if p["status"] == "ok"]
     errors = len(preds) - len(ok)
@@ -113,6 +114,9 @@ def test_tables_numbers_hand_checked(results):
     md = (results / "auq-report" / "table2-local.md").read_text()
     assert "fixes 50.0% of react's failures" in md and "the paper: 14.3% / 3.6%" in md
     assert "10 equal-width bins" in (results / "auq-report" / "table1-local.md").read_text()
+    # the reduced settings the runs recorded are footnoted on their rows (and only there)
+    assert "ran with step cap 8 (the paper: 50), few_shot 0 (its config: 2), max_tokens 192" in react["footnotes"]
+    assert "ran with" not in t1[("alfworld", "reflexion")]["footnotes"]
     assert "not comparable with the paper" in md
     for f in ("figure3", "figure4", "figure5", "figure6"):
         assert (results / "auq-report" / f"{f}-local.png").stat().st_size > 0
