@@ -77,7 +77,7 @@ def _cell_metrics(agg: Any) -> dict[str, Any]:
     runs = agg.scored
     n = sum(r.n for r in runs) or 1
     tokens = sum(r.totals("prompt_tokens") + r.totals("completion_tokens") for r in runs) / n
-    flops = sum(r.totals("flops") for r in runs) / n
+    flops = sum(v.get("flops", 0.0) for r in runs for v in r.by_role().values()) / n   # 2 x params x tokens
     lats = [float(p.get("latency_s") or 0.0) for r in runs for p in r.predictions() if p.get("status") != "error"]
     return {"acc": agg.mean, "tokens": tokens, "tflops": flops / 1e12, "lat": sum(lats) / len(lats) if lats else None}
 
@@ -162,10 +162,10 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
             cm = _cell_metrics(agg)
             acc = f"{fmt(cm['acc'])} (n={agg.n_problems})"
             lat = "—" if cm["lat"] is None else f"{cm['lat']:.1f}"
-            cells += ([acc, f"{cm['tokens']:.0f} / {cm['tflops']:.3f}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
+            cells += ([acc, f"{cm['tokens']:.0f} / {cm['tflops']:.3g}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
             records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
                             "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
-                            "tflops_per_problem": round(cm["tflops"], 6), "latency_s": cm["lat"],
+                            "tflops_per_problem": cm["tflops"], "latency_s": cm["lat"],
                             "sources": ";".join(agg.sources(root))})
         table.rows.append([Cell(row["label"], bold=row.get("group") == "ours", sup=feet.marks(devs) if devs else ""),
                            *cells])
