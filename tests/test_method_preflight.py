@@ -42,3 +42,15 @@ def test_a_passing_preflight_runs_once_per_run(tmp_path, tiny_data):
     runner, backbone = _runner(tmp_path, {"name": "checked_first", "solver": "tests.fake_methods:CheckedFirst"})
     metrics = asyncio.run(runner.run())
     assert runner.method.preflights == 1 and metrics["n"] == 8 and len(backbone.requests) == 8
+
+
+def test_a_searched_method_without_its_artifact_stops_before_any_call(tmp_path, tiny_data):
+    """Before the preflight hook, a missing artifact failed every problem with the same error, one by one."""
+    from baselines.autoflow.artifact import ArtifactError
+
+    missing = tmp_path / "search" / "{benchmark}" / "artifact.json"
+    runner, backbone = _runner(tmp_path, {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+                                          "params": {"artifact": str(missing)}})
+    with pytest.raises(ArtifactError, match="run the search first"):
+        asyncio.run(runner.run())
+    assert backbone.requests == [] and not (runner.paths.root / "predictions.jsonl").exists()

@@ -117,6 +117,11 @@ class ArtifactMethod:
                 self._loaded[benchmark] = (doc, inner, str(path), frozenset(doc.get("validate_ids") or ()))
             return self._loaded[benchmark]
 
+    async def preflight(self, run_ctx: Any) -> None:
+        """Load (and check) the run's artifact before any problem: a missing or foreign artifact stops the
+        run with one line instead of failing every problem."""
+        await self._method(run_ctx.benchmark.name)
+
     async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
         doc, inner, path, searched = await self._method(ctx.benchmark.name)
         leak = problem.id in searched and doc["benchmark"] == ctx.benchmark.name
