@@ -47,3 +47,33 @@ def test_aflow_tiny_search_then_test(tmp_path):
     assert metrics["complete"] and set(metrics["by_role"]) == {"executor"}
     assert preds[0]["trace"]["artifact"]["sha256"] == doc["sha256"]
     assert preds[0]["trace"]["workflow"]["ok"]
+
+
+# JudgeFlow at the smallest size that still runs every stage once: round 1 (the seed blocks on 1 validate
+# problem), then the judge on the parent's failures (if any) and one block rewrite by the optimiser.
+JUDGEFLOW_TINY = ["method=judgeflow", "benchmark=gsm8k", "backbone=local", "limit=1",
+                  "backbone.sampling.max_tokens=32", "method.search.params.rounds=2",
+                  "method.search.params.validate_limit=1", "method.search.params.judge_samples=1",
+                  "method.search.params.max_regenerations=1", "method.search.params.optimizer_max_tokens=96"]
+
+
+@pytest.mark.slow
+def test_judgeflow_tiny_search_then_test(tmp_path):
+    cfg = compose([*JUDGEFLOW_TINY, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
+                   "runner.progress=false"])
+    spec = spec_from_config(cfg)
+    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    assert load_artifact(search_dir(spec, spec.method_cfg["search"]) / "artifact.json")["sha256"] == doc["sha256"]
+    hist = doc["history"]
+    assert [h["round"] for h in hist] == [1, 2]
+    assert hist[0]["status"] == "ok" and len(hist[0]["scores"]) == 1 and 0.0 <= hist[0]["mean"] <= 1.0
+    assert hist[1]["status"] in ("ok", "no_candidate")  # a 0.5B optimiser rarely writes valid blocks
+    assert hist[1]["target_block"] is not None and hist[1]["attempts"]
+    cost = doc["search_cost"]["by_role"]
+    assert cost["optimizer"]["calls"] >= 1 and cost["executor"]["calls"] >= 1 and "default" not in cost
+
+    test_spec, metrics = run_e2e(tmp_path, ["method=judgeflow", "benchmark=gsm8k", "backbone=local", "limit=1",
+                                            "backbone.sampling.max_tokens=32"])
+    preds = check_run_files(test_spec, metrics, 1)
+    assert metrics["complete"] and set(metrics["by_role"]) == {"executor"}
+    assert preds[0]["trace"]["artifact"]["sha256"] == doc["sha256"]
