@@ -16,7 +16,7 @@ from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "datasets" / "deepresearch_bench"
+TASKS = ROOT / "data" / "deepresearch_bench"  # copied by `make data` (make test runs it first)
 CORPUS = ROOT / "tests" / "fixtures" / "deepresearch_corpus.jsonl"
 JUDGE_BB = {"name": "judge-bb", "kind": "openai", "model": "judge-model", "price": 0, "max_concurrency": 2}
 
@@ -55,12 +55,12 @@ def test_bm25_search_finds_the_relevant_passage():
 
 
 def _data(tmp_path, n=2, reference=True):
-    if not SHARED.is_dir():
-        pytest.skip("../shared/datasets is not here")
+    if not (TASKS / "query.jsonl").is_file():
+        pytest.fail(f"{TASKS}/query.jsonl is missing: run `make data` (make test does)")
     root = tmp_path / "data" / "deepresearch_bench"
     root.mkdir(parents=True)
-    shutil.copy(SHARED / "criteria.jsonl", root / "criteria.jsonl")
-    rows = [json.loads(line) for line in (SHARED / "query.jsonl").read_text().splitlines()]
+    shutil.copy(TASKS / "criteria.jsonl", root / "criteria.jsonl")
+    rows = [json.loads(line) for line in (TASKS / "query.jsonl").read_text().splitlines()]
     picked = [r for r in rows if r["language"] == "en"][:n]
     (root / "query.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in picked))
     if reference:

@@ -30,7 +30,8 @@ def _cfg(name: str, **over):
 def _needs(*rels: str) -> None:
     missing = [r for r in rels if not (DATA / r).is_file()]
     if missing:
-        pytest.skip(f"run `make data` first ({missing[0]} missing)")
+        # make test runs `make data` first: a missing file is a broken data step, not a reason to skip
+        pytest.fail(f"{missing[0]} is missing from {DATA}: run `make data` (make test does)")
 
 
 def _score(bench, text, problem):

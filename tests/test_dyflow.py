@@ -501,7 +501,7 @@ def test_humaneval_test_code_runs_in_the_sandbox_on_the_shown_tests_only(tmp_pat
 
     data = Path(__file__).resolve().parents[1] / "data" / "humaneval"
     if not data.exists():
-        pytest.skip("HumanEval data missing: make data")
+        pytest.fail(f"{data} is missing: run `make data` (make test does)")
     s1 = stage_json(1, [("GENERATE_CODE", ["original_problem"], "act_1"), ("TEST_CODE", ["act_1"], "act_2")])
 
     def script_fn(messages, sampling):
