@@ -5,8 +5,10 @@ source. ``Options.resolved()`` is what a run records (trace header and ``method_
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from harness.options import build_variant_options
 
 # variant id -> what it switches (see README "Ablations")
 VARIANTS: dict[str, dict[str, Any]] = {
@@ -133,17 +135,8 @@ class Options:
 
     @classmethod
     def build(cls, params: dict[str, Any]) -> "Options":
-        params = dict(params)
-        variant = canonical_variant(params.pop("variant", "full"))
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ValueError(f"unknown DenoiseFlow option(s) {unknown}")
-        opts = cls(**params)
-        opts.variant = variant
-        for k, v in VARIANTS[variant].items():
-            setattr(opts, k, v)
-        opts.validate()
+        opts = build_variant_options(cls, params, VARIANTS, canonical_variant, "DenoiseFlow")
+        variant = opts.variant
         known = {method_name(v): v for v in VARIANTS}
         if opts.folder in known and known[opts.folder] != variant:
             raise ValueError(f"DenoiseFlow variant '{variant}' would write into the results folder of variant "

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from harness.options import build_variant_options
+
 VARIANTS: dict[str, dict[str, Any]] = {
     "full": {},
     "wo_patching": {"patching": False},
@@ -75,17 +77,7 @@ class Options:
 
     @classmethod
     def build(cls, params: dict[str, Any]) -> "Options":
-        params = dict(params)
-        variant = canonical_variant(params.pop("variant", "full"))
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(params) - known)
-        if unknown:
-            raise ValueError(f"unknown DynaGraph option(s) {unknown}")
-        opts = cls(**params)
-        opts.variant = variant
-        for k, v in VARIANTS[variant].items():
-            setattr(opts, k, v)
-        opts.validate()
+        opts = build_variant_options(cls, params, VARIANTS, canonical_variant, "DynaGraph")
         return opts
 
     def validate(self) -> None:
