@@ -121,9 +121,22 @@ async def _concurrent(url: str, k: int, max_tokens: int) -> dict[str, Any]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def server_settings(args: argparse.Namespace, note: str = "") -> tuple[int, int, int, tuple[float, ...], Path]:
+    """(parallel, n_ctx, threads, load average, base GGUF) from ``configs/backbone/local.yaml`` unless
+    ``--parallel``/``--n-ctx`` say otherwise; prints the machine line every memory bench starts with."""
     from tests.conftest import compose  # the shipped local config, resolved as a run would
 
+    server_cfg = compose(["backbone=local"])["backbone"]["server"]
+    parallel = args.parallel or int(server_cfg["parallel"])
+    n_ctx = args.n_ctx or int(server_cfg["n_ctx"])
+    threads = choose_threads(server_cfg.get("n_threads", "auto"))
+    load0 = os.getloadavg()
+    print(f"machine: {os.cpu_count()} CPUs, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+          f"llama-server parallel {parallel}, n_ctx {n_ctx} per slot, threads {threads}{note}")
+    return parallel, n_ctx, threads, load0, resolve_gguf(KNOWN_MODELS[MODEL])
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parallel", type=int, default=None, help="slots (default: configs/backbone/local.yaml)")
     ap.add_argument("--n-ctx", type=int, default=None, help="context per slot (default: local.yaml)")
@@ -131,14 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-tokens", type=int, default=32, help="tokens per request of the concurrency pass")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    server_cfg = compose(["backbone=local"])["backbone"]["server"]
-    parallel = args.parallel or int(server_cfg["parallel"])
-    n_ctx = args.n_ctx or int(server_cfg["n_ctx"])
-    threads = choose_threads(server_cfg.get("n_threads", "auto"))
-    load0 = os.getloadavg()
-    print(f"machine: {os.cpu_count()} CPUs, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
-          f"llama-server parallel {parallel}, n_ctx {n_ctx} per slot, threads {threads}")
-    base = resolve_gguf(KNOWN_MODELS[MODEL])
+    parallel, n_ctx, threads, load0, base = server_settings(args)
 
     from training.fixtures import lora_gguf
 

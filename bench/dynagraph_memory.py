@@ -25,15 +25,13 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib  # noqa: E402
-from harness.gguf_model import KNOWN_MODELS, resolve_gguf  # noqa: E402
-from harness.local_server import LocalServer, choose_threads, lora_adapters  # noqa: E402
+from bench.adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib, server_settings  # noqa: E402
+from harness.local_server import LocalServer, lora_adapters  # noqa: E402
 
 PAPER = {"dynagraph_gb": 16.6, "multi_agent_3x_gb": 49.5, "note": "Fig. 6(a): DynaGraph ~16.6 GB peak GPU memory "
          "regardless of the expert pool; Multi-Agent (3x8B) > 49.5 GB (RTX 5090, DeepSeek-8B bf16)"}
@@ -69,22 +67,13 @@ async def _module_order(url: str, k: int, rounds: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.conftest import compose
-
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parallel", type=int, default=None)
     ap.add_argument("--n-ctx", type=int, default=None)
     ap.add_argument("--json")
     args = ap.parse_args(argv)
-    server_cfg = compose(["backbone=local"])["backbone"]["server"]
-    parallel = args.parallel or int(server_cfg["parallel"])
-    n_ctx = args.n_ctx or int(server_cfg["n_ctx"])
-    threads = choose_threads(server_cfg.get("n_threads", "auto"))
-    load0 = os.getloadavg()
-    print(f"machine: {os.cpu_count()} CPUs, load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
-          f"llama-server parallel {parallel}, n_ctx {n_ctx} per slot, threads {threads}; base {MODEL}")
-    base = resolve_gguf(KNOWN_MODELS[MODEL])
+    parallel, n_ctx, threads, load0, base = server_settings(args, note=f"; base {MODEL}")
     from training.fixtures import lora_gguf
 
     out: dict[str, Any] = {"parallel": parallel, "n_ctx": n_ctx, "threads": threads, "load_before": load0,

@@ -239,6 +239,14 @@ def format_experience(exp: dict[str, Any] | None, parent: int) -> str:
     return text
 
 
+def record_experience(st: dict[str, Any], row: dict[str, Any], r: int) -> None:
+    """Back-propagate round ``r``'s outcome to its parent's experience (ExperienceUtils.update_experience):
+    a success when it beat the parent's score, else a failure, with the modification that was tried."""
+    e = st["experience"].setdefault(str(row["parent"]), {"score": row["parent_score"], "success": {}, "failure": {}})
+    part = "success" if row["mean"] > row["parent_score"] else "failure"
+    e[part][str(r)] = {"modification": row["modification"], "score": row["mean"]}
+
+
 def converged(round_scores: list[list[float]], top_k: int, z: float, consecutive: int) -> bool:
     """ConvergenceUtils.check_convergence over rounds in order (each: its validate runs' scores)."""
     means = [sum(s) / len(s) for s in round_scores]
@@ -383,11 +391,8 @@ class AFlow:
             row["status"] = "ok" if not any(run["workflow_failures"] == run["n"] for run in row["runs"]) \
                 else "workflow_failed"
             st["rounds"][str(r)] = row
-            if r > 1:  # back-propagate to the parent (ExperienceUtils.update_experience)
-                e = st["experience"].setdefault(str(row["parent"]), {"score": row["parent_score"], "success": {},
-                                                                      "failure": {}})
-                part = "success" if row["mean"] > row["parent_score"] else "failure"
-                e[part][str(r)] = {"modification": row["modification"], "score": row["mean"]}
+            if r > 1:
+                record_experience(st, row, r)
             st["next_round"] = r + 1
             scored = [v["scores"] for _, v in sorted(st["rounds"].items(), key=lambda kv: int(kv[0])) if v["scores"]]
             if self.check_convergence and converged(scored, *self.conv):

@@ -512,7 +512,8 @@ class MermaidFlowOptimiser:
         return {"attempts": attempts}
 
     async def search(self, sctx: Any) -> Any:
-        from baselines.autoflow.aflow import converged, mixed_probabilities, select_parent, top_rounds
+        from baselines.autoflow.aflow import (converged, mixed_probabilities, record_experience, select_parent,
+                                             top_rounds)
         from baselines.autoflow.maas import _domain_of
         from baselines.autoflow.search import SearchResult
 
@@ -561,11 +562,8 @@ class MermaidFlowOptimiser:
             row.update(await self.evaluate_round(sctx, r, row["graph"], row["prompt"], qtype))
             row["status"] = "ok"
             st["rounds"][str(r)] = row
-            if r > 1:
-                e = st["experience"].setdefault(str(row["parent"]), {"score": row["parent_score"], "success": {},
-                                                                      "failure": {}})
-                part = "success" if row["mean"] > row["parent_score"] else "failure"
-                e[part][str(r)] = {"modification": row["modification"], "score": row["mean"]}
+            if r > 1:  # AFlow's experience back-propagation
+                record_experience(st, row, r)
             st["next_round"] = r + 1
             scored = [v["scores"] for _, v in sorted(st["rounds"].items(), key=lambda kv: int(kv[0])) if v["scores"]]
             if p["check_convergence"] and converged(scored, *p["convergence"]):
