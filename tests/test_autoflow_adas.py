@@ -116,3 +116,22 @@ def test_resume_and_the_frozen_agent_on_test(tiny):
 
     pred = json.loads((test_spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
     assert pred["trace"]["operators"][0]["op"] == "LLMAgentBase"
+
+
+def test_initial_archive_option_keeps_only_the_named_agents(tiny):
+    # a size option (the tiny embedded size, the slow test): only CoT is evaluated and shown to the meta agent
+    spec = adas_spec(tiny, initial_archive=["Chain-of-Thought"], valid_size=1)
+    script = ADASScript()
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(script)))
+    assert [h.get("name") for h in doc["history"]] == ["Chain-of-Thought", "Thinker 3"]
+    assert doc["extra"]["initial_archive"] == ["Chain-of-Thought"]
+    assert doc["search_config"]["params"]["initial_archive"] == ["Chain-of-Thought"]  # recorded in the artifact
+    propose = script.meta[0][1]["content"]
+    assert '"name": "Chain-of-Thought"' in propose and '"name": "LLM Debate"' not in propose
+    full = ADASScript()
+    asyncio.run(run_search(adas_spec(tiny / "full", valid_size=1), backbone=ScriptedBackbone(full)))
+    assert len(propose) < len(full.meta[0][1]["content"]) - 8000  # the other six agents' code is gone
+    with pytest.raises(ValueError, match="not in the released archive"):
+        adas.ADAS(initial_archive=["Chain-of-Thought", "No Such Agent"]).seeds(adas.PROMPTS["sets"]["mgsm"])
+    with pytest.raises(ValueError, match="at least one"):
+        adas.ADAS(initial_archive=[])

@@ -109,7 +109,8 @@ class ADAS:
                  meta_temperature: float = 0.8, meta_max_tokens: int | None = 4096,
                  bootstrap_samples: int = 100_000, confidence: float = 0.95, prompts: str | None = None,
                  answer_description: str | None = None, limits: dict[str, Any] | None = None,
-                 executor_sampling: dict[str, Any] | None = None, min_accuracy: float = 0.01) -> None:
+                 executor_sampling: dict[str, Any] | None = None, min_accuracy: float = 0.01,
+                 initial_archive: list[str] | None = None) -> None:
         self.generations, self.valid_size, self.n_repeat = int(generations), valid_size, int(n_repeat)
         self.debug_max = int(debug_max)
         self.meta_sampling = {k: v for k, v in {"temperature": meta_temperature,
@@ -120,6 +121,12 @@ class ADAS:
         self.limits = dict(limits or {})
         self.executor_sampling = dict(executor_sampling or {})
         self.min_accuracy = float(min_accuracy)
+        # ours (a size option, not the paper's): None = the whole released initial archive (7 agents); a list of
+        # names keeps only those agents (released order): the tiny embedded size and the slow test use CoT only,
+        # which cuts both the validate calls of the archive and the meta prompt (the archive is in it as JSON)
+        self.initial_archive = None if initial_archive is None else [str(n) for n in initial_archive]
+        if self.initial_archive is not None and not self.initial_archive:
+            raise ValueError("initial_archive: give at least one agent name, or null for the released archive")
 
     def _answer_description(self, benchmark: str, domain: str) -> str:
         if self.answer_description is not None:
@@ -130,6 +137,17 @@ class ADAS:
         return {"solver": WORKFLOW_SOLVER,
                 "params": {"graph": code, "kind": "adas", "role": "executor", "limits": self.limits,
                            "sampling": self.executor_sampling, "answer_description": answer_description}}
+
+    def seeds(self, pset: dict[str, Any]) -> list[dict[str, Any]]:
+        """The initial archive: the released one, or the agents ``initial_archive`` names (in released order)."""
+        agents = pset["initial_archive"]
+        if self.initial_archive is None:
+            return agents
+        names = [a["name"] for a in agents]
+        unknown = [n for n in self.initial_archive if n not in names]
+        if unknown:
+            raise ValueError(f"initial_archive: {unknown} not in the released archive {names}")
+        return [a for a in agents if a["name"] in self.initial_archive]
 
     async def evaluate(self, sctx: SearchContext, code: str, tag: str, answer: str) -> dict[str, Any]:
         scores: list[float] = []
@@ -160,7 +178,7 @@ class ADAS:
         answer = self._answer_description(bench, domain)
         base = adapt_base(pset["base"], bench, sctx.example_problem() if bench in LABELS else None)
         st = sctx.resume() or {"archive": [], "evals": [], "initial": 0, "generation": 0, "history": []}
-        seeds = pset["initial_archive"]
+        seeds = self.seeds(pset)
         while st["initial"] < len(seeds):  # the initial archive, each evaluated once
             sol = copy.deepcopy(seeds[st["initial"]])
             res = await self.evaluate(sctx, sol["code"], f"initial_{st['initial']}", answer)
@@ -230,4 +248,5 @@ class ADAS:
                             extra={"best": {"name": best.get("name"), "generation": best.get("generation"),
                                             "fitness": best.get("fitness")},
                                    "archive": st["archive"], "prompt_set": self.prompts or prompt_set(bench, domain),
+                                   "initial_archive": [a["name"] for a in seeds],
                                    "answer_description": answer})
