@@ -116,3 +116,19 @@ class JudgeFlowScript(AFlowScript):
             return json.dumps({"modification": f"think first {n}", "blocks": [
                 {"type": "seq", "description": "think", "operators": [{"op": "Custom", "instruction": self.instruction}]}]})
         return super().__call__(messages, sampling)
+
+
+def with_validate_split(spec):
+    """A search fixture's split: a copy of the tiny test file with ids 'p<i>' -> 'v<i>' as ``validate`` (a search
+    refuses a split that shares a problem with test); the search config's ``split`` names it."""
+    import os
+
+    root = Path(os.environ["AGENTIC_REPRO_DATA"])
+    test = root / spec.benchmark_cfg["splits"]["test"]
+    name = test.with_name("validate.jsonl")
+    if test.exists() and not name.exists():
+        rows = [json.loads(line) for line in test.read_text().splitlines() if line.strip()]
+        name.write_text("".join(json.dumps({**r, "id": "v" + str(r["id"])[1:]}) + "\n" for r in rows))
+    spec.benchmark_cfg["splits"] = {**spec.benchmark_cfg["splits"], "validate": str(name.relative_to(root))}
+    spec.full_config["benchmark"] = spec.benchmark_cfg
+    return spec

@@ -172,3 +172,40 @@ def test_the_frozen_workflow_refuses_problems_the_search_scored(tiny):
     metrics = asyncio.run(Runner(leak, backbone=ScriptedBackbone(AFlowScript())).run())
     assert not metrics["complete"] and metrics["n_errors"] == 4
     assert "would be a leak" in metrics["first_error"]["error"]
+
+
+def test_seed_graph_is_the_released_one_else_the_domains():
+    assert aflow.choose_seed("gsm8k", "math") == {"dataset": "GSM8K", "rule": "released", "released_for_benchmark": True}
+    assert aflow.choose_seed("humaneval", "code")["dataset"] == "HumanEval"
+    # DyFlow's five (their domains as the benchmarks declare them)
+    picks = {b: aflow.choose_seed(b, d) for b, d in (("math_l5", "math"), ("humaneval_dyflow", "code"),
+                                                      ("pubmedqa", "qa"), ("socialmaze", "qa"),
+                                                      ("livebench", "reasoning"))}
+    assert {b: p["dataset"] for b, p in picks.items()} == {"math_l5": "MATH", "humaneval_dyflow": "HumanEval",
+                                                           "pubmedqa": "DROP", "socialmaze": "DROP", "livebench": "DROP"}
+    assert all(not p["released_for_benchmark"] and p["rule"].startswith("domain ") for p in picks.values())
+    assert aflow.choose_seed("pubmedqa", "qa", by_domain={"qa": "HotpotQA"})["dataset"] == "HotpotQA"
+    assert aflow.choose_seed("pubmedqa", "qa", seed_graph="MATH") == {"dataset": "MATH", "rule": "seed_graph",
+                                                                      "released_for_benchmark": False}
+    with pytest.raises(ValueError, match="choose auto or one of"):
+        aflow.choose_seed("gsm8k", "math", seed_graph="GSM9K")
+    with pytest.raises(ValueError, match="not in seed_by_domain"):
+        aflow.choose_seed("webshop", "web")
+    from harness.benchmark import build_benchmark
+    from tests.conftest import compose
+
+    for b, d in (("math_l5", "math"), ("humaneval_dyflow", "code"), ("pubmedqa", "qa"), ("socialmaze", "qa"),
+                 ("livebench", "reasoning")):
+        assert build_benchmark(compose([f"benchmark={b}"])["benchmark"]).domain == d
+
+
+def test_a_benchmark_without_a_released_graph_starts_from_its_domains_and_says_so(tiny):
+    spec = aflow_spec(tiny, rounds=1, validate_runs=1)        # "tiny": an EchoBenchmark, domain qa
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert doc["extra"]["seed_graph"] == {"dataset": "DROP", "rule": "domain qa", "released_for_benchmark": False}
+    (h,) = doc["history"]
+    assert h["modification"] == "seed (released round 1 of DROP)" and "import workspace.DROP.workflows" in h["graph"]
+    assert doc["workflow"]["params"]["dataset"] == "DROP"
+    forced = asyncio.run(run_search(aflow_spec(tiny / "f", rounds=1, validate_runs=1, seed_graph="HotpotQA"),
+                                    backbone=ScriptedBackbone(AFlowScript())))
+    assert forced["extra"]["seed_graph"]["dataset"] == "HotpotQA" and forced["search_config"]["params"]["seed_graph"] == "HotpotQA"

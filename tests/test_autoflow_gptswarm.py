@@ -15,8 +15,13 @@ torch = pytest.importorskip("torch")
 
 from baselines.autoflow import gptswarm as G  # noqa: E402
 from harness.results import read_jsonl_tolerant  # noqa: E402
-from tests.conftest import make_spec, run  # noqa: E402
+from tests.autoflow_helpers import with_validate_split  # noqa: E402
+from tests.conftest import make_spec as _make_spec, run  # noqa: E402
 from tests.doubles import ScriptedBackbone  # noqa: E402
+
+
+def make_spec(*args, **kw):
+    return with_validate_split(_make_spec(*args, **kw))
 
 
 def test_potential_edges_follow_the_release():
@@ -59,9 +64,8 @@ def method(tmp_path: Path, **search) -> dict:
     params = {"num_iters": 3, "batch_size": 2, "validate_limit": 4, **search}
     return {"name": "gptswarm", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "GPTSwarm",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json"),
-                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
-            "search": {"optimiser": "baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "test",
+            "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json")},
+            "search": {"optimiser": "baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "validate",
                        "params": params}}
 
 
@@ -74,8 +78,8 @@ def search(tmp_path: Path, bb, **kw) -> dict:
 def test_search_iterations_wrap_into_epochs_and_the_artifact(tmp_path, tiny_data):
     doc = search(tmp_path, ScriptedBackbone(script))
     h = doc["history"]
-    assert [(x["epoch"], x["batch"], x["ids"]) for x in h] == [(1, 0, ["p0", "p1"]), (1, 1, ["p2", "p3"]),
-                                                               (2, 0, ["p0", "p1"])]
+    assert [(x["epoch"], x["batch"], x["ids"]) for x in h] == [(1, 0, ["v0", "v1"]), (1, 1, ["v2", "v3"]),
+                                                               (2, 0, ["v0", "v1"])]
     assert len({x["logits_sha256"] for x in h}) == 3
     wf = doc["workflow"]
     assert wf["solver"] == "baselines.autoflow.gptswarm:GPTSwarm" and wf["params"]["mode"] == "mask"

@@ -15,8 +15,13 @@ torch = pytest.importorskip("torch")
 from baselines.autoflow import maas as M  # noqa: E402
 from baselines.autoflow.artifact import load_artifact  # noqa: E402
 from harness.results import read_jsonl_tolerant  # noqa: E402
-from tests.conftest import make_spec, run  # noqa: E402
+from tests.autoflow_helpers import with_validate_split  # noqa: E402
+from tests.conftest import make_spec as _make_spec, run  # noqa: E402
 from tests.doubles import ScriptedBackbone  # noqa: E402
+
+
+def make_spec(*args, **kw):
+    return with_validate_split(_make_spec(*args, **kw))
 
 NAMES = ["Generate", "GenerateCoT", "MultiGenerateCoT", "ScEnsemble", "SelfRefine", "EarlyStop"]
 
@@ -116,9 +121,8 @@ def maas_method(tmp_path: Path, **search) -> dict:
     params = {"repetitions": 2, "batch_size": 2, "embedder": "hash", "validate_limit": 4, **search}
     return {"name": "maas", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MaAS",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json"),
-                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
-            "search": {"optimiser": "baselines.autoflow.maas:MaasOptimiser", "split": "test", "params": params}}
+            "params": {"artifact": str(tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json")},
+            "search": {"optimiser": "baselines.autoflow.maas:MaasOptimiser", "split": "validate", "params": params}}
 
 
 def search(tmp_path: Path, bb, **kw) -> dict:
@@ -133,7 +137,7 @@ def test_search_loop_batches_update_and_artifact(tmp_path, tiny_data):
     doc = search(tmp_path, bb)
     hist = doc["history"]
     assert [(h["repetition"], h["batch"]) for h in hist] == [(1, 0), (1, 1), (2, 0), (2, 1)]
-    assert [h["ids"] for h in hist] == [["p0", "p1"], ["p2", "p3"]] * 2
+    assert [h["ids"] for h in hist] == [["v0", "v1"], ["v2", "v3"]] * 2
     assert all(len(h["utilities"]) == 2 and isinstance(h["loss"], float) for h in hist)
     assert len({h["controller_sha256"] for h in hist}) == 4        # the weights change after every batch
     ex = doc["extra"]

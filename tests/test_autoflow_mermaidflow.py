@@ -13,9 +13,14 @@ import pytest
 from baselines.autoflow import mermaidflow as MF
 from baselines.autoflow import mermaidflow_prompts as P
 from harness.results import read_jsonl_tolerant
-from tests.conftest import make_spec, run
+from tests.autoflow_helpers import with_validate_split
+from tests.conftest import make_spec as _make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_baselines_multiagent import code_spec
+
+
+def make_spec(*args, **kw):
+    return with_validate_split(_make_spec(*args, **kw))
 
 TWO = """flowchart TD
     PROBLEM([Problem])
@@ -162,9 +167,8 @@ def method(tmp_path: Path, **kw) -> dict:
     params = {"rounds": 3, "validation_rounds": 1, "validate_limit": 2, "check_convergence": False, **kw}
     return {"name": "mermaidflow", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MermaidFlow",
             "deviations": ["test"], "roles": ["executor"],
-            "params": {"artifact": str(tmp_path / "results/search/tiny/mermaidflow/scripted/seed=42/artifact.json"),
-                       "allow_searched_problems": True},  # the tiny fixture searches its only split (flow-code)
-            "search": {"optimiser": "baselines.autoflow.mermaidflow:MermaidFlowOptimiser", "split": "test",
+            "params": {"artifact": str(tmp_path / "results/search/tiny/mermaidflow/scripted/seed=42/artifact.json")},
+            "search": {"optimiser": "baselines.autoflow.mermaidflow:MermaidFlowOptimiser", "split": "validate",
                        "params": params}}
 
 

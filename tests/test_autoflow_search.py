@@ -8,8 +8,9 @@ import json
 import pytest
 
 from baselines.autoflow.artifact import ArtifactError, ArtifactMethod, load_artifact, write_artifact
-from baselines.autoflow.search import SearchIncomplete, run_search, search_dir
+from baselines.autoflow.search import SearchIncomplete, SearchSplitError, check_search_split, run_search, search_dir
 from harness.method import build_method, resolve
+from harness.runner import Runner, spec_from_config
 from tests.autoflow_helpers import AFlowScript, aflow_spec, write_tiny_splits
 from tests.conftest import compose
 from tests.doubles import ScriptedBackbone
@@ -59,3 +60,60 @@ def test_an_infrastructure_error_in_a_validate_run_stops_the_search(tmp_path, mo
     with pytest.raises(SearchIncomplete, match="incomplete"):
         asyncio.run(run_search(spec, backbone=ScriptedBackbone(dead)))
     assert not (search_dir(spec, spec.method_cfg["search"]) / "artifact.json").exists()
+
+
+def _train_test_spec(tmp_path, monkeypatch, split: str):
+    """The tiny benchmark with DyFlow's layout: train and test parts, no validate split."""
+    write_tiny_splits(tmp_path / "data")
+    (tmp_path / "data" / "tiny" / "validate.jsonl").rename(tmp_path / "data" / "tiny" / "train.jsonl")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
+    spec.benchmark_cfg["splits"] = {"train": "tiny/train.jsonl", "test": "tiny/test.jsonl"}
+    spec.method_cfg["search"]["split"] = split
+    return spec
+
+
+@pytest.mark.parametrize("split,why", [("validate", "has no 'validate' split"), ("test", "never runs on the test")])
+def test_a_search_refuses_a_missing_split_and_the_test_split_before_any_call(tmp_path, monkeypatch, split, why):
+    spec = _train_test_spec(tmp_path, monkeypatch, split)
+    bb = ScriptedBackbone(AFlowScript())
+    with pytest.raises(SearchSplitError, match=why):
+        asyncio.run(run_search(spec, backbone=bb))
+    assert bb.requests == [] and not (search_dir(spec, spec.method_cfg["search"]) / "artifact.json").exists()
+
+
+def test_a_search_split_sharing_problems_with_test_is_refused(tmp_path, monkeypatch):
+    spec = _train_test_spec(tmp_path, monkeypatch, "validate")
+    spec.benchmark_cfg["splits"]["validate"] = "tiny/test.jsonl"   # another name for the test problems
+    with pytest.raises(SearchSplitError, match="shares 3 of its 3 problems with the test split"):
+        check_search_split(spec, "validate")
+
+
+def test_dyflow_benchmarks_validate_split_would_leak_their_train_split_does_not():
+    # the real case: DyFlow's HumanEval partition vs AFlow's HumanEval validate file (which DyFlow's test part
+    # overlaps), and SocialMaze, whose partition reads every row for a split name it lacks
+    for bench, shared in (("humaneval_dyflow", "shares 25 of its 33"), ("socialmaze", "shares 225 of its 300")):
+        real = spec_from_config(compose([f"benchmark={bench}", "method=aflow"]))
+        with pytest.raises(SearchSplitError, match=shared):
+            check_search_split(real, "validate")
+        ok = check_search_split(real, "train")
+        assert ok["shared_with_test"] == 0 and ok["problems"] > 0 and ok["test_problems"] > ok["problems"]
+
+
+def test_search_on_the_train_split_is_recorded_and_its_problems_refused_at_test(tmp_path, monkeypatch):
+    spec = _train_test_spec(tmp_path, monkeypatch, "train")
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert doc["split"] == "train" and doc["search_config"]["split"] == "train"
+    assert doc["split_check"] == {"split": "train", "problems": 4, "test_problems": 3, "shared_with_test": 0}
+    assert doc["validate_ids"] == ["v0", "v1", "v2", "v3"]     # the train rows (ids as write_tiny_splits names them)
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    for split, complete in (("test", True), ("train", False)):
+        run_spec = _train_test_spec(tmp_path / split, monkeypatch, "train")
+        run_spec.benchmark_cfg["split"] = split
+        run_spec.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+                               "params": {"artifact": str(path)}, "roles": ["executor"]}
+        run_spec.full_config["method"] = run_spec.method_cfg
+        metrics = asyncio.run(Runner(run_spec, backbone=ScriptedBackbone(AFlowScript())).run())
+        assert metrics["complete"] is complete
+        if not complete:
+            assert metrics["n_errors"] == 4 and "would be a leak" in metrics["first_error"]["error"]

@@ -6,6 +6,8 @@ Facts from the authors' code (FoundationAgents/AFlow @364399e: ``scripts/optimiz
 
 - Round 1 is the released seed graph of the dataset (a single ``Custom`` with an empty instruction for
   GSM8K/MATH/DROP/HotpotQA; ``CustomCodeGenerate`` for HumanEval/MBPP), evaluated ``validate_runs`` times.
+  A benchmark AFlow released no graph for starts from its domain's (``seed_graph: auto``, ``SEED_BY_DOMAIN``:
+  ours, recorded in the artifact's ``extra.seed_graph``).
 - Each later round: take the round-1 node plus the best rounds by mean validate score (``sample`` = 4 in
   all), pick a parent with the mixed distribution ``λ·uniform + (1−λ)·softmax(α·100·score)`` (α = 0.2,
   λ = 0.3); the optimiser gets the parent's graph (from ``class Workflow:`` on) and prompt module, its
@@ -146,11 +148,32 @@ _SEED_BODY_CODE = '''class Workflow:
 #: our benchmark name -> AFlow's dataset name (workspace/<dataset>)
 DATASETS = {"gsm8k": "GSM8K", "math": "MATH", "humaneval": "HumanEval", "mbpp": "MBPP", "drop": "DROP",
             "hotpotqa": "HotpotQA"}
-_DOMAIN_DATASET = {"math": "GSM8K", "code": "HumanEval", "qa": "DROP"}
+#: ours: the released round-1 graph a benchmark WITHOUT one (DyFlow's five, MATH-500, ...) starts from, by its
+#: domain (``seed_by_domain``): MATH's for math (MATH L5 / MATH-500 are MATH subsets), HumanEval's for code, DROP's
+#: for QA and other text answers (AFlow's QA seeds, DROP and HotpotQA, are the same one-Custom graph)
+SEED_BY_DOMAIN = {"math": "MATH", "code": "HumanEval", "qa": "DROP", "reasoning": "DROP"}
+
+
+def choose_seed(benchmark: str, domain: str, seed_graph: str = "auto",
+                by_domain: dict[str, str] | None = None) -> dict[str, Any]:
+    """Which released round-1 graph the search starts from: ``seed_graph`` names an AFlow dataset, or ``auto``:
+    the benchmark's own when AFlow released one, else the graph of its domain (recorded in the artifact)."""
+    names = set(DATASETS.values())
+    if seed_graph != "auto":
+        if seed_graph not in names:
+            raise ValueError(f"aflow: seed_graph={seed_graph!r}: choose auto or one of {sorted(names)}")
+        return {"dataset": seed_graph, "rule": "seed_graph", "released_for_benchmark": DATASETS.get(benchmark) == seed_graph}
+    if benchmark in DATASETS:
+        return {"dataset": DATASETS[benchmark], "rule": "released", "released_for_benchmark": True}
+    table = {**SEED_BY_DOMAIN, **(by_domain or {})}
+    if domain not in table or table[domain] not in names:
+        raise ValueError(f"aflow: {benchmark} has no released round-1 graph and its domain {domain!r} is not in "
+                         f"seed_by_domain {table}: set method.search.params.seed_graph=<one of {sorted(names)}>")
+    return {"dataset": table[domain], "rule": f"domain {domain}", "released_for_benchmark": False}
 
 
 def aflow_dataset(benchmark: str, domain: str) -> str:
-    return DATASETS.get(benchmark) or _DOMAIN_DATASET.get(domain, "DROP")
+    return choose_seed(benchmark, domain)["dataset"]
 
 
 def seed_graph(dataset: str) -> tuple[str, str]:
@@ -279,7 +302,8 @@ class AFlow:
                  max_regenerations: int = 3, optimizer_temperature: float | None = 1.0,
                  optimizer_max_tokens: int | None = None, operators: list[str] | None = None,
                  question_type: str | None = None, mismatch_f1: float = 0.3, limits: dict[str, Any] | None = None,
-                 executor_sampling: dict[str, Any] | None = None, validate_limit: int | None = None) -> None:
+                 executor_sampling: dict[str, Any] | None = None, validate_limit: int | None = None,
+                 seed_graph: str = "auto", seed_by_domain: dict[str, str] | None = None) -> None:
         if rounds < 1 or validate_runs < 1 or sample < 1:
             raise ValueError("aflow: rounds, validate_runs and sample must be >= 1")
         self.rounds, self.validate_runs, self.sample = int(rounds), int(validate_runs), int(sample)
@@ -296,6 +320,7 @@ class AFlow:
         self.limits = dict(limits or {})
         self.executor_sampling = dict(executor_sampling or {})
         self.validate_limit = validate_limit
+        self.seed_graph, self.seed_by_domain = str(seed_graph), dict(seed_by_domain or {})
 
     # ---- pieces ------------------------------------------------------------------------------------
     def _operators(self, domain: str) -> list[str]:
@@ -362,13 +387,15 @@ class AFlow:
     # ---- the loop --------------------------------------------------------------------------------------
     async def search(self, sctx: SearchContext) -> SearchResult:
         domain = sctx.domain
-        dataset = aflow_dataset(sctx.benchmark_name, domain)
+        seed = choose_seed(sctx.benchmark_name, domain, self.seed_graph, self.seed_by_domain)
+        dataset = seed["dataset"]
         st = sctx.resume() or {"rounds": {}, "experience": {}, "next_round": 1, "stopped": None}
         while st["next_round"] <= self.rounds and not st["stopped"]:
             r = st["next_round"]
             if r == 1:
                 graph, prompt = seed_graph(dataset)
-                row: dict[str, Any] = {"round": 1, "parent": None, "modification": "seed (released round 1)",
+                row: dict[str, Any] = {"round": 1, "parent": None, "modification": "seed (released round 1)"
+                                       if seed["released_for_benchmark"] else f"seed (released round 1 of {dataset})",
                                        "graph": graph, "prompt": prompt}
             else:
                 means = {int(k): v["mean"] for k, v in st["rounds"].items() if v.get("mean") is not None}
@@ -408,5 +435,6 @@ class AFlow:
         return SearchResult(workflow=self.workflow_config(best["graph"], best["prompt"], dataset),
                             validate_score=best["mean"], history=history,
                             extra={"best_round": best["round"], "stopped": st["stopped"], "dataset": dataset,
+                                   "seed_graph": seed,
                                    "operators": self._operators(domain), "experience": st["experience"],
                                    "rounds_run": len(st["rounds"])})

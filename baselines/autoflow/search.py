@@ -45,6 +45,41 @@ from baselines.autoflow.artifact import write_artifact
 SEARCH_ROLES = ("optimizer", "executor")
 
 
+class SearchSplitError(ValueError):
+    """The configured search split is missing or shares problems with the benchmark's test split."""
+
+
+def check_search_split(spec: RunSpec, split: str) -> dict[str, Any]:
+    """The search split must exist and must not share a problem with the benchmark's ``test`` split (a
+    partitioned benchmark reads every row for a split name it does not know: DyFlow's SocialMaze and LiveBench
+    have no validate part, so ``split: validate`` would search on their test problems too). Returns what was
+    checked, for the artifact."""
+    from harness.benchmark import build_benchmark
+
+    def ids(name: str) -> list[str]:
+        probs, _ = build_benchmark({**spec.benchmark_cfg, "split": name, "limit": None, "sample": None}).load()
+        return [p.id for p in probs]
+
+    name = spec.benchmark_cfg["name"]
+    if split == "test":
+        raise SearchSplitError(f"{name}: method.search.split=test: a search never runs on the test split")
+    try:
+        mine = ids(split)
+    except ValueError as exc:
+        raise SearchSplitError(f"{name} has no '{split}' split for the search ({exc}); benchmarks without a validate "
+                               "split search on their train split: method.search.split=train") from exc
+    try:
+        test = set(ids("test"))
+    except ValueError:
+        test = set()  # no test split (HotpotQA: validate only; the artifact refuses the searched problems)
+    shared = [i for i in mine if i in test]
+    if shared:
+        raise SearchSplitError(f"{name}: the search split '{split}' shares {len(shared)} of its {len(mine)} problems "
+                               f"with the test split (e.g. {shared[0]}): searching on them would leak; use a split "
+                               "disjoint from test (DyFlow's benchmarks: method.search.split=train)")
+    return {"split": split, "problems": len(mine), "test_problems": len(test), "shared_with_test": 0}
+
+
 class SearchIncomplete(RuntimeError):
     """A validate evaluation had infrastructure errors: its score is no result. Re-run to resume."""
 
@@ -228,6 +263,7 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
     search_cfg = dict(spec.method_cfg.get("search") or {})
     if not search_cfg.get("optimiser"):
         raise ValueError(f"method {spec.method_cfg['name']} has no search.optimiser: it is not a searched method")
+    split_check = check_search_split(spec, str(search_cfg.get("split", "validate")))
     out = search_dir(spec, search_cfg)
     sctx = SearchContext(spec, search_cfg, out, backbone=backbone, servers=servers)
     optimiser = resolve(search_cfg["optimiser"])(**dict(search_cfg.get("params") or {}))
@@ -243,7 +279,7 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
         "seed": spec.seed, "workflow": result.workflow, "validate_score": result.validate_score,
         "history": result.history, "extra": result.extra, "roles": sctx.role_info,
         "optimizer": sctx.role_info.get("optimizer"), "executor": sctx.role_info.get("executor"),
-        "search_cost": sctx.cost(), "search_config": search_cfg,
+        "search_cost": sctx.cost(), "search_config": search_cfg, "split_check": split_check,
         "validate_ids": sorted(sctx.evaluated_ids),  # the test-time method refuses these (no test-on-search leak)
         "deviations": list(spec.method_cfg.get("deviations") or []), "created": time.time(),
         "search_wall_s": round(time.time() - started, 3),
