@@ -148,6 +148,28 @@ def _paper_rows(ref_rows: dict[str, Any], label: str, ours: dict[str, float | No
     return p, d
 
 
+def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
+    """For a searched row: the split and every search parameter its runs recorded (config.yaml) that differs from
+    the method's config (the paper protocol), e.g. the tiny embedded size; nothing for a row without runs."""
+    base = ((method_config(method) or {}).get("search") or {}) if method else {}
+    if not base:
+        return []
+    out: list[str] = []
+    for a in aggs.values():
+        for r in a.runs:
+            ran = (r.config().get("method") or {}).get("search") or {}
+            if not ran:
+                continue
+            bp, rp = base.get("params") or {}, ran.get("params") or {}
+            diffs = [f"{k}={json.dumps(rp.get(k))} (config: {json.dumps(bp.get(k))})"
+                     for k in sorted(set(bp) | set(rp)) if rp.get(k) != bp.get(k)]
+            text = f"search on the {ran.get('split', base.get('split'))} split" + \
+                (f" at a reduced setting: {', '.join(diffs)}" if diffs else " at the config's setting")
+            if text not in out:
+                out.append(text)
+    return out
+
+
 def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
                 extra_rows: list[dict[str, Any]] | None = None) -> Table:
     """Methods x the five benchmarks + Avg, best bold, the paper's row and Δ under each row it reports."""
@@ -181,6 +203,10 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
             for d in a.deviations() or []:
                 if d not in devs:
                     devs.append(d)
+        ran = any(a.runs for a in aggs.values())    # the row's own deviations describe how its runs ran
+        for d in [*((row.get("deviations") or []) if ran else []), *search_setting_notes(row.get("method"), aggs)]:
+            if d not in devs:
+                devs.append(d)
         cells: list[Any] = [Cell(row["label"], sup=feet.marks(devs)) if devs else row["label"]]
         for b in benches:
             a = aggs[b]
@@ -528,6 +554,14 @@ def _limit(size: dict[str, Any], method: str, opt: Any) -> Any:
     return cap if lim is None else (lim if cap is None else min(int(lim), int(cap)))
 
 
+def searched_overrides(spec: dict[str, Any], method: str) -> list[str]:
+    """A searched method (its config has ``search:``) searches on the split ``searched.split`` names (DyFlow's
+    benchmarks have train/test only: the train split), on every table's runs of it."""
+    cfg = method_config(method) or {}
+    split = (spec.get("searched") or {}).get("split")
+    return [f"method.search.split={split}"] if cfg.get("search") and split else []
+
+
 def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, Any], opts: dict[str, Any],
                user: list[str]) -> tuple[list[Planned], list[str]]:
     """The runs a table needs (rows x benchmarks x seeds) and the rows skipped with their reason."""
@@ -544,6 +578,7 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
             skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
             return
         lim = _limit(size, method, opts.get("limit")) if limit == "size" else limit
+        extra = [*searched_overrides(spec, method), *((size.get("method_overrides") or {}).get(method) or []), *extra]
         for s in seeds:
             ov = [f"experiment={exp}", f"method={method}", f"benchmark={bench}", f"backbone={bb}", f"seed={s}",
                   f"limit={'null' if lim in (None, 'null') else int(lim)}", *size.get("overrides", []), *extra, *user]

@@ -157,3 +157,53 @@ def test_selfplay_plan_runs_the_train_splits():
                and "experiment=dyflow_selfplay" in it.overrides for it in items)
     b, _ = dt.plan_items(spec, "selfplay-B", "local", spec["sizes"]["embedded"], {"benchmarks": "socialmaze"}, [])
     assert [it.extra["benchmark"] for it in b] == ["socialmaze"] and "experiment=dyflow_selfplay-B" in b[0].overrides
+
+
+def test_searched_rows_search_on_the_train_split_at_the_sizes_setting():
+    spec = dt.load_spec()
+    assert spec["searched"]["split"] == "train"
+    for size_name in ("embedded", "paper"):
+        size = spec["sizes"][size_name]
+        items, skipped = dt.plan_items(spec, "table1", "local", size, {"methods": "adas,aflow,maas,cot"}, [])
+        by = {}
+        for it in items:
+            by.setdefault(it.extra["method"], []).append(it)
+        assert set(by) == {"adas", "aflow", "maas", "cot"} and not any("ADAS" in s for s in skipped)
+        for m in ("adas", "aflow", "maas"):
+            assert {it.extra["benchmark"] for it in by[m]} == set(BENCHES)
+            assert all("method.search.split=train" in it.overrides for it in by[m])
+            tiny = (size.get("method_overrides") or {}).get(m) or []
+            assert all(all(o in it.overrides for o in tiny) for it in by[m])
+        assert not any(o.startswith("method.search") for it in by["cot"] for o in it.overrides)
+        if size_name == "embedded":
+            ad = by["adas"][0].overrides
+            assert "method.search.params.initial_archive=[Chain-of-Thought]" in ad and "limit=1" in ad
+        else:
+            assert not any(o.startswith("method.search.params") for it in items for o in it.overrides)
+    # the overrides compose, and the composed search config is what the search and the artifact record
+    from scripts.runs import compose
+
+    it = next(i for i in dt.plan_items(spec, "table1", "local", spec["sizes"]["embedded"],
+                                       {"methods": "adas", "benchmarks": "pubmedqa"}, [])[0])
+    search = compose(it.overrides)["method"]["search"]
+    assert search["split"] == "train" and search["params"]["initial_archive"] == ["Chain-of-Thought"]
+    assert search["params"]["generations"] == 1 and search["params"]["meta_max_tokens"] == 320
+
+
+def test_searched_rows_footnote_the_split_and_reduced_setting_their_runs_recorded(results: Path, tmp_path: Path):
+    import yaml
+
+    for b in BENCHES[:2]:
+        d = fake_run(results, "dyflow_table1", b, "adas", [1.0, 0.0])
+        method = dt.method_config("adas")
+        method["search"]["split"] = "train"
+        method["search"]["params"].update(generations=1, initial_archive=["Chain-of-Thought"])
+        (d / "config.yaml").write_text(yaml.safe_dump({"method": method, "benchmark": {"name": b},
+                                                       "backbone": {"name": "local"}, "seed": 42}))
+    res = dt.write_all(results, ["table1"], ["local"], tmp_path / "out")
+    md = (tmp_path / "out" / "table1.md").read_text()
+    assert ("search on the train split at a reduced setting: generations=1 (config: 30), "
+            'initial_archive=["Chain-of-Thought"] (config: null)') in md
+    assert "searched on DyFlow's train split" in md                     # the row's own deviation (it has runs)
+    rows = rows_of(res["tables"]["table1"][0])
+    assert rows["ADAS"][0].sup and not getattr(rows["AFlow"][0], "sup", None)   # AFlow has no runs: no marks
