@@ -135,3 +135,11 @@ def test_initial_archive_option_keeps_only_the_named_agents(tiny):
         adas.ADAS(initial_archive=["Chain-of-Thought", "No Such Agent"]).seeds(adas.PROMPTS["sets"]["mgsm"])
     with pytest.raises(ValueError, match="at least one"):
         adas.ADAS(initial_archive=[])
+
+
+def test_dyflow_benchmarks_get_their_own_base_prompt_sentence():
+    for bench, pset, name in (("pubmedqa", "drop", "PubMedQA"), ("math_l5", "mgsm", "MATH"),
+                              ("socialmaze", "drop", "SocialMaze"), ("humaneval_dyflow", "mgsm", "HumanEval")):
+        base = adas.adapt_base(adas.PROMPTS["sets"][pset]["base"], bench, ("Q?", "A"))
+        assert f"performing well on {adas.LABELS[bench]}" in base and f"## An example question from {name}:" in base
+        assert "(DROP)" not in base.split("# The utility code:")[0] and "MGSM" not in base.split("#")[1]

@@ -53,7 +53,20 @@ LABELS = {
     "mbpp": "the Mostly Basic Python Problems benchmark (MBPP), which evaluates writing a short Python function "
             "from a description and an example test",
     "hotpotqa": "the HotpotQA benchmark, which evaluates multi-hop question answering over several paragraphs",
+    # DyFlow's five (ours, as above)
+    "math_l5": "the MATH benchmark (Level 5), which evaluates problem-solving on competition mathematics problems",
+    "humaneval_dyflow": "the HumanEval benchmark, which evaluates writing a Python function from its signature and "
+                        "docstring",
+    "pubmedqa": "the PubMedQA benchmark, which evaluates answering biomedical research questions with yes, no or "
+                "maybe from a PubMed abstract",
+    "socialmaze": "the SocialMaze benchmark, which evaluates social reasoning: deducing the criminal and one's own "
+                  "hidden role from the players' statements over several rounds",
+    "livebench": "the LiveBench reasoning tasks (spatial reasoning, web of lies, zebra puzzles), which evaluate "
+                 "logical reasoning",
 }
+#: how the example block names a benchmark (default: its name in capitals)
+DISPLAY = {"humaneval": "HumanEval", "humaneval_dyflow": "HumanEval", "math_l5": "MATH", "pubmedqa": "PubMedQA",
+           "socialmaze": "SocialMaze", "livebench": "LiveBench"}
 
 
 def prompt_set(benchmark: str, domain: str) -> str:
@@ -67,7 +80,7 @@ def adapt_base(base: str, benchmark: str, example: tuple[str, Any] | None) -> st
     base = re.sub(r"Your aim is to design an optimal agent performing well on [^\n]*",
                   f"Your aim is to design an optimal agent performing well on {LABELS[benchmark]}.", base, count=1)
     question, gold = example
-    block = (f"## An example question from {benchmark.upper() if benchmark != 'humaneval' else 'HumanEval'}:\n\n"
+    block = (f"## An example question from {DISPLAY.get(benchmark, benchmark.upper())}:\n\n"
              f"**Question**: {question}\n\n**Answer (Not Given)**: {gold}\n\n")
     return re.sub(r"## An example question from .*?(?=# The utility code:)", lambda _: block, base, count=1,
                   flags=re.DOTALL)
