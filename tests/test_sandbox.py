@@ -379,3 +379,60 @@ def test_humaneval_sample_canonical_pass_and_broken_fail() -> None:
     n = len(rows)
     assert all(r.passed for r in results[:n]), [r for r in results[:n] if not r.passed]
     assert not any(r.passed for r in results[n:])
+
+
+def _server_children() -> list[int]:
+    server = launch._fork_server()
+    assert server is not None
+    pid = server.proc.pid
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(p) for p in fh.read().split()]
+
+
+def _fresh_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+
+
+def test_runners_persist_and_a_test_cannot_change_the_next_runs_state(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs reuse the fork server's trusted runners, so what one benchmark test changes in the
+    runner (random's state, sys.path, the recursion limit, the environment, the working
+    directory) is put back before the next run on that runner."""
+    _fresh_server(monkeypatch)
+    probe = ("import os, random, sys\n"
+             "STATE = (random.random(), tuple(sys.path), sys.getrecursionlimit(), os.environ.get('LEAK'),"
+             " os.getcwd())\n")
+    meddle = ("import os, random, sys\n"
+              "random.seed(12345)\nsys.path.append('/nowhere')\nsys.setrecursionlimit(77)\n"
+              "os.environ['LEAK'] = 'yes'\nos.chdir('/')\n")
+
+    def run(test: str) -> ExecResult:
+        return run_program(Program("", prelude="", solution="def f():\n    return 1\n",
+                                   test=test + "assert f() == 1\n", entry_points=("f",)), timeout_s=10)
+
+    assert run(probe + "assert STATE[3] is None\n").passed
+    before = _server_children()
+    for _ in range(5):  # sequential runs: one runner serves them all
+        assert run(meddle).passed
+        res = run(probe + "assert STATE[1][-1] != '/nowhere' and STATE[2] != 77 and STATE[3] is None\n"
+                          "assert STATE[4] != '/' and os.path.basename(STATE[4]) == 'work'\n"
+                          "random.seed(12345)\nassert random.random() != STATE[0]\n")
+        assert res.passed, res
+    deadline = time.monotonic() + 5
+    while True:  # the pod makers of killed pods exit just after the verdicts
+        after = _server_children()
+        if len(after) <= launch.SPARE_RUNNERS + 1 or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert len(after) <= launch.SPARE_RUNNERS + 1, after  # one runner served every run, plus the spare pods
+    assert set(before) & set(after)  # pods come and go; the runner stays
+
+
+def test_a_timed_out_run_takes_its_runner_and_the_next_run_still_passes(monkeypatch: pytest.MonkeyPatch) -> None:
+    _fresh_server(monkeypatch)
+    assert run_program(he(GOOD)).passed
+    res = run_program(Program("", prelude="", solution="def f():\n    return 1\n",
+                              test="while True:\n    pass\n", entry_points=("f",)), timeout_s=1.0)
+    assert res.status == "timeout" and not res.passed
+    results = [run_program(he(GOOD)) for _ in range(3)] + [run_program(he("    return 0\n"))]
+    assert [r.status for r in results] == ["passed", "passed", "passed", "failed"]

@@ -46,10 +46,16 @@ process refusing ``os.fork``/``subprocess``/``os.system``/``exec*``, sockets and
 imports of ``ctypes``/``_posixsubprocess``; ``PR_SET_NO_NEW_PRIVS``; ``PR_SET_PDEATHSIG``.
 
 Speed. A fork server (one warm ``python -I -S`` per harness process, which never sees run
-data) keeps a few runners already forked, each with its untrusted process waiting; a run only
-hands one the file descriptors of its spec, stdout, stderr and result pipes. Spares prepare at
-nice 10 and get their priority back when assigned. Where a fork server cannot run, each run
-starts ``python -I -S`` directly (same protocol).
+data) keeps persistent trusted runners (one run at a time each, for many runs: their warm pages
+spare each run the copy-on-write faults of a freshly forked runner) and a few spare *pods*, each
+made by a short-lived child of the fork server: the reaper in its new pid namespace with the
+untrusted process forked and waiting. A run hands a free runner the file descriptors of its
+spec, stdout, stderr and result pipes plus a pod's (its socket, status pipe and the reaper's
+pidfd); after the verdict the runner kills the pod, drops the run's files, restores what a test
+may change (``random``'s state, ``sys.path``, the recursion limit, the environment) and is free.
+The solution is therefore always forked from a process that has read nothing of any run. Pods
+prepare at nice 10 and get their priority back when assigned. Where a fork server cannot run,
+each run starts ``python -I -S`` directly (same protocol; that runner makes its own pod).
 
 Residual risks, stated plainly. This is not a VM: the untrusted process can read files
 (world-readable ones, and as nobody with CAP_DAC_READ_SEARCH any file) and, when the harness

@@ -3,9 +3,9 @@
 A run is a temporary directory (``work/`` owned by the solution's uid, stdout/stderr files the
 solution cannot open by name), a spec written to the runner's stdin (limits, privilege mode,
 site-packages, solution, benchmark code, nonce last) and a result pipe read by
-:mod:`evaluators.sandbox.verdict`. Runners come from the fork server (one warm ``python -I -S``
-per harness process, :mod:`evaluators.sandbox.child.forkserver`) or, where it cannot run, a fresh
-``python -I -S`` each. The wall-clock timeout SIGKILLs the run's process group; RLIMIT_AS,
+:mod:`evaluators.sandbox.verdict`. Runs go to the fork server's persistent runners (one warm
+``python -I -S`` per harness process, :mod:`evaluators.sandbox.child.forkserver`) or, where it
+cannot run, a fresh ``python -I -S`` each. The wall-clock timeout SIGKILLs the run's runner and pod; RLIMIT_AS,
 RLIMIT_CPU (``cpu_s``, default ``timeout_s + 2``), RLIMIT_FSIZE and RLIMIT_CORE=0 are set in the
 runner and again in the solution's process. As root the privilege mode is probed once per process.
 """
@@ -42,7 +42,7 @@ FSIZE_MB = 64  # largest file (including captured stdout/stderr) the program may
 USE_NAMESPACES = True  # private pid + network namespaces when the kernel allows (root); purely additive
 USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
 KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
-SPARE_RUNNERS = max(2, min(8, 2 * (os.cpu_count() or 1)))  # runners the fork server keeps forked and waiting
+SPARE_RUNNERS = max(2, min(8, 2 * (os.cpu_count() or 1)))  # pods (reaper + waiting solution process) kept ready
 
 _LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}

@@ -1,15 +1,16 @@
 """The runner program: the code that runs inside the sandbox's own interpreter, never in the harness.
 
 The harness starts ``python -I -S -B -u -c <source()>`` followed by a call: ``_runner(namespaces)``
-for one run started directly, or ``_serve(fd, namespaces, n_spares)`` for the fork server. The
-pieces are plain Python files so they can be read and linted; they share one namespace once
-concatenated (in this order), so a name used in one may be defined in another:
+for one run started directly, or ``_serve(fd, namespaces, n_spares)`` for the fork server (which
+forks persistent runners, ``_persistent_runner``, and pod makers, ``_pod``). The pieces are plain
+Python files so they can be read and linted; they share one namespace once concatenated (in this
+order), so a name used in one may be defined in another:
 
-* ``runner.py``     the trusted runner and the verdict it writes (the trusted verdict channel);
+* ``runner.py``     the trusted runner (one run, or persistent), the pod and the verdict it writes;
 * ``plaindata.py``  the plain-data encoding both processes use;
 * ``trusted.py``    the benchmark's test and the proxies that stand for the solution's objects;
 * ``untrusted.py``  the reaper, the privilege drop and limits, and the solution's request loop;
-* ``forkserver.py`` the warm parent that keeps spare runners forked.
+* ``forkserver.py`` the warm parent of the persistent runners and the spare pods.
 """
 from __future__ import annotations
 

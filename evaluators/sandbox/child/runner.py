@@ -1,6 +1,7 @@
-"""The trusted runner: forks the solution's side, reads the run spec (nonce last), runs the
-benchmark's test through `trusted`, and writes the only verdict the harness accepts:
-`<nonce> <status> <detail>` on the private result pipe, after the solution's process is dead."""
+"""The trusted runner: gets the solution's side as a pod made before it read anything of the run
+(its own, or the fork server's), reads the run spec (nonce last), runs the benchmark's test
+through `trusted`, and writes the only verdict the harness accepts: `<nonce> <status> <detail>`
+on the private result pipe, after killing the solution's side."""
 # Part of the runner program (see evaluators/sandbox/child/__init__.py). Never imported by the harness:
 # its text runs in the sandbox's own `python -I -S -B -u -c`, concatenated with its siblings (one namespace).
 
@@ -57,40 +58,44 @@ class Chan:
         return b"".join(parts)
 
 
-def _runner(namespaces, assign_fd=None, shared_netns=False):
-    """The trusted runner. Forks the solution's process first, before it has read anything of
-    the run, then (fork-server spares) waits for its run: fds for spec/stdout/stderr/result and
-    a working directory. Reads the spec from fd 0 with the nonce last, then runs `trusted`."""
-    import json, resource, builtins, socket
+def _read_exact(fd, n):
+    parts = []
+    while n > 0:
+        b = os.read(fd, min(n, 1 << 20))
+        if not b:
+            raise EOFError("short read")
+        parts.append(b)
+        n -= len(b)
+    return b"".join(parts)
 
-    def read_exact(fd, n):
-        parts = []
-        while n > 0:
-            b = os.read(fd, min(n, 1 << 20))
-            if not b:
-                raise EOFError("short read")
-            parts.append(b)
-            n -= len(b)
-        return b"".join(parts)
 
-    def read_block(fd):
-        return read_exact(fd, int.from_bytes(read_exact(fd, 8), "big"))
+def _read_block(fd):
+    return _read_exact(fd, int.from_bytes(_read_exact(fd, 8), "big"))
 
-    libc, sealed = None, False
+
+def _seal():
+    """(libc, sealed): PR_SET_DUMPABLE 0, so that same-uid processes can neither read this
+    process's memory nor open /proc/<it>/fd."""
     try:
         import ctypes
         libc = ctypes.CDLL(None, use_errno=True)
-        # PR_SET_DUMPABLE 0: same-uid processes can neither read our memory nor open /proc/<us>/fd
-        sealed = libc.prctl(4, 0, 0, 0, 0) == 0
+        return libc, libc.prctl(4, 0, 0, 0, 0) == 0
     except Exception:
-        pass
+        return None, False
+
+
+def _pod(namespaces, shared_netns, libc, sealed):
+    """The solution's side of one run, made in a process that has read nothing of any run (a
+    fresh runner, or the fork server's pod maker): a new pid namespace whose init is the reaper
+    and whose PID 2 is the solution's process, waiting for its run. Returns (socket to the
+    solution, status pipe from the reaper, the reaper's pid)."""
+    import socket, fcntl
     if namespaces and libc is not None:
         # new pid namespace (the reaper is its init, the solution PID 2): it cannot see or signal
         # anything outside, and everything it might start dies with it; and a network namespace
         # with no interface up (no network even past the audit hook): a fresh one per run, or the
         # fork server's own (`shared_netns`: created once, shared by its runs; saves ~1 ms a run)
         libc.unshare(0x20000000 | (0 if shared_netns else 0x40000000))  # CLONE_NEWPID [| CLONE_NEWNET]
-    import fcntl
     pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
@@ -120,37 +125,62 @@ def _runner(namespaces, assign_fd=None, shared_netns=False):
             os._exit(code)
     u_sock.close()
     os.close(st_w)
+    return t_sock, st_r, pid
+
+
+def _gone(pidfd, timeout):
+    """Wait until the process behind `pidfd` has exited (a namespace init exits only after every
+    process inside it is gone); True if it has."""
+    import select
+    try:
+        return bool(select.select([pidfd], [], [], timeout)[0])
+    except (OSError, ValueError):
+        return True
+
+
+def _kill_pod(pidfd):
+    """SIGKILL the pod's reaper: its namespace init, so the kernel kills everything inside with it
+    (waiting for that teardown would cost ~3 ms a run; the pod maker reaps it)."""
+    try:
+        signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _set_limit(resource, which, value, persistent):
+    """A fresh runner sets soft and hard limits; a persistent one (it serves many runs, and
+    could not raise a lowered hard limit without privileges) sets the soft limit only."""
+    if persistent:
+        hard = resource.getrlimit(which)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, hard))
+    else:
+        resource.setrlimit(which, (value, value))
+
+
+def _one_run(sealed, t_sock, st_r, pidfd, persistent):
+    """One run, with the run's fds on 0 (spec), 1/2 (stdout/stderr) and the result fd the header
+    names: reads the spec (nonce last), sends the solution its setup, runs `trusted`, kills the
+    pod, then writes the one verdict line."""
+    import json, resource, socket
     chan = Chan(t_sock.fileno())
-    if assign_fd is not None:  # a spare: wait for the fork server to hand us a run
-        asock = socket.socket(fileno=assign_fd)
-        try:
-            msg, fds, _, _ = socket.recv_fds(asock, 65536, 4)
-        except OSError:
-            msg, fds = b"", []
-        asock.close()
-        if not msg or len(fds) != 4:
-            os.kill(pid, signal.SIGKILL)
-            os._exit(0)
-        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
-        for fd in fds:
-            os.close(fd)
-        for i, fd in enumerate(high):
-            os.dup2(fd, i)
-            os.close(fd)
-        req = json.loads(msg)
-        os.chdir(req["cwd"])
-        os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
-    header = json.loads(read_block(0))
+    header = json.loads(_read_block(0))
     result_fd = header["result_fd"]
     lim = header["limits"]
     mem = lim["memory_mb"] << 20
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+    _set_limit(resource, resource.RLIMIT_AS, mem, persistent)
     cpu = int(lim["cpu_s"])
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    if persistent:  # this run's CPU on top of what earlier runs used
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        cpu += int(used.ru_utime + used.ru_stime) + 1
+        hard = resource.getrlimit(resource.RLIMIT_CPU)[1]
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, hard))
+    else:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     fsize = lim["fsize_mb"] << 20
-    resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+    _set_limit(resource, resource.RLIMIT_FSIZE, fsize, persistent)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    solution = read_block(0).decode("utf-8", "surrogatepass")
+    solution = _read_block(0).decode("utf-8", "surrogatepass")
     setup = {k: header.get(k) for k in ("limits", "privilege", "site_paths", "entry_points")}
     setup.update(sealed=sealed, cwd=os.getcwd())
     try:  # the solution's process gets the run's stdout/stderr, its setup and the solution
@@ -158,10 +188,10 @@ def _runner(namespaces, assign_fd=None, shared_netns=False):
         chan.send({"setup": setup, "solution": solution})
     except OSError:
         pass
-    spec = json.loads(read_block(0))
-    prelude = read_block(0).decode("utf-8", "surrogatepass")
-    test = read_block(0).decode("utf-8", "surrogatepass")
-    nonce = read_block(0).decode()
+    spec = json.loads(_read_block(0))
+    prelude = _read_block(0).decode("utf-8", "surrogatepass")
+    test = _read_block(0).decode("utf-8", "surrogatepass")
+    nonce = _read_block(0).decode()
     nul = os.open(os.devnull, os.O_RDONLY)
     os.dup2(nul, 0)
     os.close(nul)
@@ -171,26 +201,93 @@ def _runner(namespaces, assign_fd=None, shared_netns=False):
         except OSError:
             pass
     try:
-        status, detail = trusted(pid, chan, spec, prelude, test, Died, Protocol, header.get("site_paths", []), st_r)
+        status, detail = trusted(lambda timeout: _gone(pidfd, timeout), chan, spec, prelude, test, Died, Protocol,
+                                 header.get("site_paths", []), st_r)
     except MemoryError:
         status, detail = "memory", "MemoryError in the runner"
     except BaseException as exc:
         status, detail = "error", "runner: " + repr(exc)[:300]
-    try:  # the solution's process is gone before the verdict is out (no writes after it)
-        os.kill(pid, signal.SIGKILL)
-    except OSError:
-        pass
+    _kill_pod(pidfd)  # the solution's side is killed before the verdict is out
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except Exception:
         pass
-    line = nonce + " " + status + " " + json.dumps(detail) + "\n"
-    os.write(result_fd, line.encode())  # one write below PIPE_BUF: atomic
+    return result_fd, (nonce + " " + status + " " + json.dumps(detail) + "\n").encode()
+
+
+def _runner(namespaces):
+    """A runner started directly (no fork server): a fresh interpreter that makes its pod, then
+    serves the one run on stdin/stdout/stderr, and exits."""
+    libc, sealed = _seal()
+    t_sock, st_r, pid = _pod(namespaces, False, libc, sealed)
+    pidfd = os.pidfd_open(pid)
+    result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False)
+    os.write(result_fd, line)  # one write below PIPE_BUF: atomic
     try:  # reap it ourselves: some container inits never reap re-parented zombies
         os.waitpid(pid, 0)
     except ChildProcessError:
         pass
     if os.getpgrp() == os.getpid():  # leader of our own group (new session): sweep it
         os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(0)
+
+
+RUNS_PER_RUNNER = 1000  # a persistent runner retires after this many runs (bounds any slow growth)
+
+
+def _persistent_runner(ctl_fd):
+    """A trusted runner the fork server keeps for many runs, one at a time. Forked from the
+    fork server, it never forks the solution's side itself (it has read run data since): each
+    run arrives with a pod the fork server made. Per run it gets the run's fds (spec, stdout,
+    stderr, result), its working directory and the pod's fds (solution socket, status pipe,
+    pidfd of the reaper); after the verdict it restores the state a test may change and says
+    it is free."""
+    import json, socket, fcntl, random
+    _, sealed = _seal()
+    ctl = socket.socket(fileno=fcntl.fcntl(ctl_fd, fcntl.F_DUPFD, 10))
+    os.close(ctl_fd)
+    random_state, recursion, path = random.getstate(), sys.getrecursionlimit(), list(sys.path)
+    environ = dict(os.environ)
+    for n in range(RUNS_PER_RUNNER):
+        try:
+            msg, fds, _, _ = socket.recv_fds(ctl, 65536, 7)
+        except OSError:
+            msg, fds = b"", []
+        if not msg or len(fds) != 7:
+            os._exit(0)
+        high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+        for fd in fds:
+            os.close(fd)
+        for i, fd in enumerate(high[:4]):
+            os.dup2(fd, i)
+            os.close(fd)
+        t_sock, st_r, pidfd = socket.socket(fileno=high[4]), high[5], high[6]
+        req = json.loads(msg)
+        try:
+            os.chdir(req["cwd"])
+            os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
+            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True)
+        except BaseException:  # a broken run leaves no verdict: the harness reports it; the runner goes
+            _kill_pod(pidfd)
+            print_exc()
+            os._exit(70)
+        t_sock.close()
+        os.close(st_r)
+        os.close(pidfd)
+        result_fd = fcntl.fcntl(result_fd, fcntl.F_DUPFD, 10)
+        nul = os.open(os.devnull, os.O_RDWR)
+        for i in range(4):  # drop this run's files
+            os.dup2(nul, i)
+        os.close(nul)
+        os.chdir("/")
+        os.environ.clear()
+        os.environ.update(environ)
+        random.setstate(random_state)
+        sys.setrecursionlimit(recursion)
+        sys.path[:] = path
+        # free before the verdict is out: the harness's next run then finds this runner free
+        ctl.send(b"D" if n < RUNS_PER_RUNNER - 1 else b"X")
+        os.write(result_fd, line)  # one write below PIPE_BUF: atomic
+        os.close(result_fd)  # the harness sees the result pipe's end
     os._exit(0)

@@ -111,9 +111,10 @@ class Remote:
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
 
 
-def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
+def trusted(pod_gone, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
     """The benchmark's code. Never executes the solution; only talks to it through `chan`.
-    `status_fd`: where the reaper reports how the solution's process ended."""
+    `pod_gone(timeout)`: waits until the reaper has exited (True if it has); `status_fd`: where
+    the reaper reports how the solution's process ended."""
     import builtins, importlib, re
 
     state = {"dead": None, "protocol": None}
@@ -121,11 +122,9 @@ def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_f
 
     def untrusted_status():
         """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
-        try:
-            _, st = os.waitpid(pid, 0)
-        except ChildProcessError:
-            return "killed", "solution process vanished"
-        stopped = 0
+        if not pod_gone(10.0):  # the reaper exits as soon as the solution's process has ended
+            return "killed", "solution process did not end"
+        st, stopped = None, 0
         if status_fd is not None:  # the reaper saw how the solution's process ended
             try:
                 os.set_blocking(status_fd, False)
@@ -133,6 +132,8 @@ def trusted(pid, chan, spec, prelude, test, Died, Protocol, site_paths, status_f
                 st, stopped = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 pass
+        if st is None:
+            return "killed", "solution process vanished"
         if stopped:
             return "killed", "solution process stopped itself with signal %d (killed)" % stopped
         if os.WIFSIGNALED(st):
