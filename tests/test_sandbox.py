@@ -436,3 +436,25 @@ def test_a_timed_out_run_takes_its_runner_and_the_next_run_still_passes(monkeypa
     assert res.status == "timeout" and not res.passed
     results = [run_program(he(GOOD)) for _ in range(3)] + [run_program(he("    return 0\n"))]
     assert [r.status for r in results] == ["passed", "passed", "passed", "failed"]
+
+
+def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A finished run's directory is reused only as it was made: empty work/, mode 0700."""
+    _fresh_server(monkeypatch)
+    monkeypatch.setattr(launch, "_FREE_DIRS", {})
+    show = "    import os, stat\n    print(os.getcwd(), oct(stat.S_IMODE(os.stat('.').st_mode)), sorted(os.listdir('.')))\n"
+
+    def cwd_of(extra: str = "") -> tuple[str, str, str]:
+        res = run_program(he(show + extra + "    return a + b\n"))
+        assert res.passed, res
+        cwd, mode, listing = res.stdout_tail.strip().splitlines()[0].split(" ", 2)
+        return cwd, mode, listing
+
+    first = cwd_of("    os.chmod('.', 0o777)\n")
+    second = cwd_of()
+    assert second[0] == first[0] and second[1] == "0o700" and second[2] == "[]"  # reused, mode reset
+    dirty = cwd_of("    open('left-behind.txt', 'w').write('x')\n")
+    after = cwd_of()
+    assert after[0] != dirty[0] and after[2] == "[]"  # never a directory with an earlier run's file in it
+    launch._flush_trash()
+    assert not Path(dirty[0]).exists()

@@ -21,6 +21,7 @@ import select
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import sysconfig
@@ -169,6 +170,7 @@ class _Run:
     out: Any
     err: Any
     server: _ForkServer | None
+    privilege: str = "none"
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
 
@@ -180,12 +182,7 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
     else:
         mode, prelude, solution, test, entries = "plain", "", str(program), "", []
     server = _fork_server()
-    base = tempfile.mkdtemp(prefix="agentic-sandbox-")
-    work = os.path.join(base, "work")
-    os.mkdir(work, 0o700)
-    if privilege == "nobody":
-        os.chmod(base, 0o711)  # nobody may enter work/ but not list base/ or open the output files
-        os.chown(work, NOBODY, NOBODY)
+    base, work = _run_dir(privilege)
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     out = os.fdopen(os.open(os.path.join(base, "stdout"), flags, 0o600), "wb+")
     err = os.fdopen(os.open(os.path.join(base, "stderr"), flags, 0o600), "wb+")
@@ -202,7 +199,7 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
                      _block(enc(prelude)), _block(enc(test)), _block(nonce.encode())])
     with _LOCK:
         run_id = next(_RUN_IDS)
-    return _Run(run_id, base, work, data, nonce, spec_r, spec_w, result_r, result_w, out, err, server)
+    return _Run(run_id, base, work, data, nonce, spec_r, spec_w, result_r, result_w, out, err, server, privilege)
 
 
 def _launch(run: _Run) -> None:
@@ -302,6 +299,62 @@ _TRASH: "queue.SimpleQueue[str | None]" = queue.SimpleQueue()
 _SWEEPER: list[threading.Thread] = []
 
 
+_FREE_DIRS: dict[str, list[tuple[str, str]]] = {}  # privilege mode -> run directories to reuse
+_FREE_OWNER = [os.getpid()]
+MAX_FREE_DIRS = 64
+
+
+def _run_dir(privilege: str) -> tuple[str, str]:
+    """A run's directory (``base/``, root of its private output files, and ``base/work/``, the
+    solution's cwd): a clean one a finished run left, else a new one. Reusing them keeps mkdir
+    and rmdir off the run's path (on ext4 mounted with ``discard`` an rmdir takes ~3 ms and
+    holds the parent directory's lock, so every concurrent mkdir in the temp dir waits)."""
+    with _LOCK:
+        if _FREE_OWNER[0] != os.getpid():  # a forked harness process: its parent's dirs are not ours
+            _FREE_DIRS.clear()
+            _FREE_OWNER[0] = os.getpid()
+        free = _FREE_DIRS.get(privilege)
+        if free:
+            return free.pop()
+    base = tempfile.mkdtemp(prefix="agentic-sandbox-")
+    work = os.path.join(base, "work")
+    os.mkdir(work, 0o700)
+    if privilege == "nobody":
+        os.chmod(base, 0o711)  # nobody may enter work/ but not list base/ or open the output files
+        os.chown(work, NOBODY, NOBODY)
+    return base, work
+
+
+def _release_dir(privilege: str, base: str, work: str) -> None:
+    """Give a finished run's directory back for reuse if the solution left it as it was made
+    (its output files gone, work/ an empty directory of the expected owner); else delete it."""
+    try:
+        for name in ("stdout", "stderr"):
+            os.unlink(os.path.join(base, name))
+        st = os.lstat(work)
+        owner = NOBODY if privilege == "nobody" else os.geteuid()
+        clean = (stat.S_ISDIR(st.st_mode) and st.st_uid == owner and not os.listdir(work)
+                 and sorted(os.listdir(base)) == ["work"])
+        if clean:
+            os.chmod(work, 0o700)  # the solution owns work/ and may have opened it up
+    except OSError:
+        clean = False
+    with _LOCK:
+        free = _FREE_DIRS.setdefault(privilege, [])
+        if clean and _FREE_OWNER[0] == os.getpid() and len(free) < MAX_FREE_DIRS:
+            free.append((base, work))
+            return
+    _discard(base)
+
+
+def _drop_free_dirs() -> None:
+    with _LOCK:
+        dirs = [base for free in _FREE_DIRS.values() for base, _ in free] if _FREE_OWNER[0] == os.getpid() else []
+        _FREE_DIRS.clear()
+    for base in dirs:
+        _discard(base)
+
+
 def _discard(path: str) -> None:
     """Delete a finished run's directory off the caller's path (rmdir can take milliseconds,
     e.g. on ext4 mounted with ``discard``); :func:`_flush_trash` runs at exit."""
@@ -322,6 +375,7 @@ def _sweep() -> None:
 
 @atexit.register
 def _flush_trash() -> None:
+    _drop_free_dirs()
     if _SWEEPER and _SWEEPER[0].is_alive():
         _TRASH.put(None)
         _SWEEPER[0].join(30)
@@ -351,7 +405,7 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
                         stdout_tail=_tail(run.out), stderr_tail=_tail(run.err), detail=detail)
     run.out.close()
     run.err.close()
-    _discard(run.base)
+    _release_dir(run.privilege, run.base, run.work)
     return result
 
 
