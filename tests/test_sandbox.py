@@ -458,3 +458,27 @@ def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: py
     assert after[0] != dirty[0] and after[2] == "[]"  # never a directory with an earlier run's file in it
     launch._flush_trash()
     assert not Path(dirty[0]).exists()
+
+
+def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The pod's init sweeps its namespace after each run. The audit hook normally refuses
+    os.fork, so this test lifts it (in a copy of the runner program) to stand for code that gets
+    past it: the grandchild the solution leaves behind must be dead before it can write."""
+    import types
+
+    from evaluators.sandbox import child
+    source = child.source().replace('"os.fork", ', "", 1)
+    assert '"os.fork"' not in source
+    monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))
+    _fresh_server(monkeypatch)
+    os.chmod(tmp_path, 0o777)
+    marker = tmp_path / "outlived.txt"
+    leave = (f"    import os, time\n    if os.fork() == 0:\n        time.sleep(0.8)\n"
+             f"        open({str(marker)!r}, 'w').write('alive')\n        os._exit(0)\n    return a + b\n")
+    res = run_program(he(leave))
+    assert res.passed, res  # the solution itself is right; what it started is the point
+    results = [run_program(he(GOOD)) for _ in range(2)]
+    time.sleep(1.5)
+    assert not marker.exists()
+    assert all(r.passed for r in results)
+    launch._stop_fork_server()

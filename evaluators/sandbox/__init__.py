@@ -28,14 +28,16 @@ Privileges. As root (the reference container) the untrusted process becomes uid/
 (nobody) keeping exactly one capability, CAP_DAC_READ_SEARCH, so it can import the
 interpreter even where that lives under ``/root`` but cannot write files it does not own,
 signal or ptrace the runner; if that is impossible, uid 0 without any capability; if that is
-impossible too, nothing runs (status ``error``). It runs in a new pid namespace (cannot see
-or signal anything outside; everything it starts dies with it) inside a network namespace with
-no usable interface (no network even past the audit hook; one per fork server, shared by its
-runs, or one per run when runners are started directly). It is PID 2 there, the child of
-a small reaper (PID 1) that never runs solution code: Linux drops signals a namespace's init
-sends itself, SIGKILL included, so a solution running as PID 1 could survive its own
-``os.kill(os.getpid(), 9)`` and pass. The reaper reports how the solution ended and kills it
-if it stopped itself; it is the solution's parent without the namespace too.
+impossible too, nothing runs (status ``error``). It runs in a pid namespace (cannot see or
+signal anything outside) inside a network namespace with no usable interface (no network even
+past the audit hook; one per fork server, shared by its runs, or one per run when runners are
+started directly). It is a child of a small reaper, the namespace's PID 1, that never runs
+solution code: Linux drops signals a namespace's init sends itself, SIGKILL included, so a
+solution running as PID 1 could survive its own ``os.kill(os.getpid(), 9)`` and pass. The
+reaper reports how the solution ended, kills it if it stopped itself, and after every run
+sweeps the namespace (``kill(-1, SIGKILL)`` from its init reaches everything inside but itself)
+and reaps it before it forks the next run's solution process, so nothing a solution starts
+outlives its run. Without the namespace the solution gets its own process group, swept the same way.
 
 Containment (defence in depth; the verdict does not rest on it): a fresh temporary working
 directory, deleted afterwards; a minimal environment without proxies; ``python -I -S`` (no
@@ -46,16 +48,15 @@ process refusing ``os.fork``/``subprocess``/``os.system``/``exec*``, sockets and
 imports of ``ctypes``/``_posixsubprocess``; ``PR_SET_NO_NEW_PRIVS``; ``PR_SET_PDEATHSIG``.
 
 Speed. A fork server (one warm ``python -I -S`` per harness process, which never sees run
-data) keeps persistent trusted runners (one run at a time each, for many runs: their warm pages
-spare each run the copy-on-write faults of a freshly forked runner) and a few spare *pods*, each
-made by a short-lived child of the fork server: the reaper in its new pid namespace with the
-untrusted process forked and waiting. A run hands a free runner the file descriptors of its
-spec, stdout, stderr and result pipes plus a pod's (its socket, status pipe and the reaper's
-pidfd); after the verdict the runner kills the pod, drops the run's files, restores what a test
-may change (``random``'s state, ``sys.path``, the recursion limit, the environment) and is free.
-The solution is therefore always forked from a process that has read nothing of any run. Pods
-prepare at nice 10 and get their priority back when assigned. Where a fork server cannot run,
-each run starts ``python -I -S`` directly (same protocol; that runner makes its own pod).
+data) keeps persistent trusted runners, one run at a time each, for many runs: a run only hands
+a free runner the file descriptors of its spec, stdout, stderr and result pipes. Each runner,
+before it reads anything of any run, forks its pod: the reaper (init of the runner's own pid
+namespace), which keeps the next solution process forked and waiting. Per run only that one
+process is forked, from the reaper, which has read nothing of any run; the runner's own pages
+stay warm. After a verdict the runner drops the run's files and restores what a test may
+change (``random``'s state, ``sys.path``, the recursion limit, the environment, its working
+directory). Run directories are reused when the solution left them as made. Where a fork
+server cannot run, each run starts ``python -I -S`` directly (same protocol, its own pod).
 
 Residual risks, stated plainly. This is not a VM: the untrusted process can read files
 (world-readable ones, and as nobody with CAP_DAC_READ_SEARCH any file) and, when the harness

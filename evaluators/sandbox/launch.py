@@ -43,7 +43,7 @@ FSIZE_MB = 64  # largest file (including captured stdout/stderr) the program may
 USE_NAMESPACES = True  # private pid + network namespaces when the kernel allows (root); purely additive
 USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
 KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
-SPARE_RUNNERS = max(2, min(8, 2 * (os.cpu_count() or 1)))  # pods (reaper + waiting solution process) kept ready
+SPARE_RUNNERS = max(2, min(8, 2 * (os.cpu_count() or 1)))  # idle runners (each with its pod) kept ready
 
 _LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}

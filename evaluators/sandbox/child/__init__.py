@@ -2,15 +2,15 @@
 
 The harness starts ``python -I -S -B -u -c <source()>`` followed by a call: ``_runner(namespaces)``
 for one run started directly, or ``_serve(fd, namespaces, n_spares)`` for the fork server (which
-forks persistent runners, ``_persistent_runner``, and pod makers, ``_pod``). The pieces are plain
+forks persistent runners, ``_persistent_runner``; each makes its pod, ``_start_pod``). The pieces are plain
 Python files so they can be read and linted; they share one namespace once concatenated (in this
 order), so a name used in one may be defined in another:
 
 * ``runner.py``     the trusted runner (one run, or persistent), the pod and the verdict it writes;
 * ``plaindata.py``  the plain-data encoding both processes use;
 * ``trusted.py``    the benchmark's test and the proxies that stand for the solution's objects;
-* ``untrusted.py``  the reaper, the privilege drop and limits, and the solution's request loop;
-* ``forkserver.py`` the warm parent of the persistent runners and the spare pods.
+* ``untrusted.py``  the reaper (the pod's init), the privilege drop and limits, and the solution's request loop;
+* ``forkserver.py`` the warm parent of the persistent runners.
 """
 from __future__ import annotations
 

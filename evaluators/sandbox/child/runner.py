@@ -1,7 +1,7 @@
-"""The trusted runner: gets the solution's side as a pod made before it read anything of the run
-(its own, or the fork server's), reads the run spec (nonce last), runs the benchmark's test
-through `trusted`, and writes the only verdict the harness accepts: `<nonce> <status> <detail>`
-on the private result pipe, after killing the solution's side."""
+"""The trusted runner: takes the run's solution process from its pod (forked before the runner
+read anything of any run), reads the run spec (nonce last), runs the benchmark's test through
+`trusted`, and writes the only verdict the harness accepts: `<nonce> <status> <detail>` on the
+private result pipe, after killing the solution's process."""
 # Part of the runner program (see evaluators/sandbox/child/__init__.py). Never imported by the harness:
 # its text runs in the sandbox's own `python -I -S -B -u -c`, concatenated with its siblings (one namespace).
 
@@ -84,32 +84,26 @@ def _seal():
         return None, False
 
 
-def _pod(namespaces, shared_netns, libc, sealed):
-    """The solution's side of one run, made in a process that has read nothing of any run (a
-    fresh runner, or the fork server's pod maker): a new pid namespace whose init is the reaper
-    and whose PID 2 is the solution's process, waiting for its run. Returns (socket to the
-    solution, status pipe from the reaper, the reaper's pid)."""
+def _start_pod(namespaces, shared_netns, libc, sealed):
+    """The pod: forked while this runner has read nothing of any run. Its init (the reaper) forks
+    one solution process per run and hands it over `pod` (see `reaper`). Returns (pod socket, pid)."""
     import socket, fcntl
     if namespaces and libc is not None:
-        # new pid namespace (the reaper is its init, the solution PID 2): it cannot see or signal
-        # anything outside, and everything it might start dies with it; and a network namespace
-        # with no interface up (no network even past the audit hook): a fresh one per run, or the
-        # fork server's own (`shared_netns`: created once, shared by its runs; saves ~1 ms a run)
+        # new pid namespace (the reaper is its init, the solutions PID 2, 3, ...): they cannot see
+        # or signal anything outside, and everything they start dies with the run's sweep; and a
+        # network namespace with no interface up (no network even past the audit hook): a fresh one,
+        # or the fork server's own (`shared_netns`: created once, shared by its runners)
         libc.unshare(0x20000000 | (0 if shared_netns else 0x40000000))  # CLONE_NEWPID [| CLONE_NEWNET]
-    pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
+    pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    pod, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
         p.close()
-    st_pipe = os.pipe()  # how the solution's process ended, when a namespace init reaps it
-    st_r, st_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in st_pipe)
-    for fd in st_pipe:
-        os.close(fd)
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
             for fd in _open_fds():
-                if fd > 2 and fd not in (u_sock.fileno(), st_w):
+                if fd > 2 and fd != theirs.fileno():
                     try:
                         os.close(fd)
                     except OSError:
@@ -117,30 +111,42 @@ def _pod(namespaces, shared_netns, libc, sealed):
             nul = os.open(os.devnull, os.O_RDONLY)
             os.dup2(nul, 0)
             os.close(nul)
-            reaper(u_sock, st_w, libc, sealed, Chan)  # forks the solution's process
+            reaper(theirs, libc, sealed, Chan)
             code = 0
         except BaseException:
             print_exc()
         finally:
             os._exit(code)
-    u_sock.close()
-    os.close(st_w)
-    return t_sock, st_r, pid
+    theirs.close()
+    return pod, pid
 
 
-def _gone(pidfd, timeout):
-    """Wait until the process behind `pidfd` has exited (a namespace init exits only after every
-    process inside it is gone); True if it has."""
+def _take_solution(pod):
+    """The pod's waiting solution process: (socket to it, status pipe, its pidfd)."""
+    import socket, fcntl
+    msg, fds, _, _ = socket.recv_fds(pod, 16, 3)
+    if msg != b"S" or len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        raise EOFError("the pod is gone")
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
+    for fd in fds:
+        os.close(fd)
+    return socket.socket(fileno=high[0]), high[1], high[2]
+
+
+def _readable(fd, timeout):
+    """Wait until `fd` has data or is at end of file; True if it is."""
     import select
     try:
-        return bool(select.select([pidfd], [], [], timeout)[0])
+        return bool(select.select([fd], [], [], timeout)[0])
     except (OSError, ValueError):
         return True
 
 
-def _kill_pod(pidfd):
-    """SIGKILL the pod's reaper: its namespace init, so the kernel kills everything inside with it
-    (waiting for that teardown would cost ~3 ms a run; the pod maker reaps it)."""
+def _kill_solution(pidfd):
+    """SIGKILL the run's solution process (by pidfd: never a recycled pid); its pod's init then
+    sweeps whatever else is in the namespace before forking the next one."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
     except OSError:
@@ -201,13 +207,13 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent):
         except OSError:
             pass
     try:
-        status, detail = trusted(lambda timeout: _gone(pidfd, timeout), chan, spec, prelude, test, Died, Protocol,
+        status, detail = trusted(lambda timeout: _readable(st_r, timeout), chan, spec, prelude, test, Died, Protocol,
                                  header.get("site_paths", []), st_r)
     except MemoryError:
         status, detail = "memory", "MemoryError in the runner"
     except BaseException as exc:
         status, detail = "error", "runner: " + repr(exc)[:300]
-    _kill_pod(pidfd)  # the solution's side is killed before the verdict is out
+    _kill_solution(pidfd)  # the solution's side is killed before the verdict is out
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -220,15 +226,11 @@ def _runner(namespaces):
     """A runner started directly (no fork server): a fresh interpreter that makes its pod, then
     serves the one run on stdin/stdout/stderr, and exits."""
     libc, sealed = _seal()
-    t_sock, st_r, pid = _pod(namespaces, False, libc, sealed)
-    pidfd = os.pidfd_open(pid)
+    pod, _ = _start_pod(namespaces, False, libc, sealed)
+    t_sock, st_r, pidfd = _take_solution(pod)
     result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False)
     os.write(result_fd, line)  # one write below PIPE_BUF: atomic
-    try:  # reap it ourselves: some container inits never reap re-parented zombies
-        os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
-    if os.getpgrp() == os.getpid():  # leader of our own group (new session): sweep it
+    if os.getpgrp() == os.getpid():  # leader of our own group (new session): sweep it, pod included
         os.killpg(os.getpgrp(), signal.SIGKILL)
     os._exit(0)
 
@@ -236,42 +238,43 @@ def _runner(namespaces):
 RUNS_PER_RUNNER = 1000  # a persistent runner retires after this many runs (bounds any slow growth)
 
 
-def _persistent_runner(ctl_fd):
+def _persistent_runner(ctl_fd, namespaces, shared_netns):
     """A trusted runner the fork server keeps for many runs, one at a time. Forked from the
-    fork server, it never forks the solution's side itself (it has read run data since): each
-    run arrives with a pod the fork server made. Per run it gets the run's fds (spec, stdout,
-    stderr, result), its working directory and the pod's fds (solution socket, status pipe,
-    pidfd of the reaper); after the verdict it restores the state a test may change and says
-    it is free."""
+    fork server, it makes its pod before it reads anything, so every solution process is forked
+    from the pod's init, which never sees run data. Per run it gets the run's fds (spec, stdout,
+    stderr, result) and working directory from the fork server and the next solution process
+    from its pod; after the verdict it restores the state a test may change and says it is free."""
     import json, socket, fcntl, random
-    _, sealed = _seal()
+    libc, sealed = _seal()
     ctl = socket.socket(fileno=fcntl.fcntl(ctl_fd, fcntl.F_DUPFD, 10))
     os.close(ctl_fd)
+    pod, pod_pid = _start_pod(namespaces, shared_netns, libc, sealed)
     random_state, recursion, path = random.getstate(), sys.getrecursionlimit(), list(sys.path)
     environ = dict(os.environ)
     for n in range(RUNS_PER_RUNNER):
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, 65536, 7)
+            msg, fds, _, _ = socket.recv_fds(ctl, 65536, 4)
         except OSError:
             msg, fds = b"", []
-        if not msg or len(fds) != 7:
+        if not msg or len(fds) != 4:  # the fork server closes: end the pod and reap it (its CPU time counts)
+            os.kill(pod_pid, signal.SIGKILL)
+            os.waitpid(pod_pid, 0)
             os._exit(0)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
         for fd in fds:
             os.close(fd)
-        for i, fd in enumerate(high[:4]):
+        for i, fd in enumerate(high):
             os.dup2(fd, i)
             os.close(fd)
-        t_sock, st_r, pidfd = socket.socket(fileno=high[4]), high[5], high[6]
         req = json.loads(msg)
         try:
+            t_sock, st_r, pidfd = _take_solution(pod)
             os.chdir(req["cwd"])
             os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
             result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True)
-        except BaseException:  # a broken run leaves no verdict: the harness reports it; the runner goes
-            _kill_pod(pidfd)
+        except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
             print_exc()
-            os._exit(70)
+            os.killpg(os.getpgrp(), signal.SIGKILL)
         t_sock.close()
         os.close(st_r)
         os.close(pidfd)
@@ -290,4 +293,4 @@ def _persistent_runner(ctl_fd):
         ctl.send(b"D" if n < RUNS_PER_RUNNER - 1 else b"X")
         os.write(result_fd, line)  # one write below PIPE_BUF: atomic
         os.close(result_fd)  # the harness sees the result pipe's end
-    os._exit(0)
+    os.killpg(os.getpgrp(), signal.SIGKILL)  # retired: the pod goes with it

@@ -111,10 +111,10 @@ class Remote:
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
 
 
-def trusted(pod_gone, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
+def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
     """The benchmark's code. Never executes the solution; only talks to it through `chan`.
-    `pod_gone(timeout)`: waits until the reaper has exited (True if it has); `status_fd`: where
-    the reaper reports how the solution's process ended."""
+    `ended(timeout)`: waits until the reaper has reported the solution process's end (True if
+    it has); `status_fd`: where it reports how that process ended."""
     import builtins, importlib, re
 
     state = {"dead": None, "protocol": None}
@@ -122,7 +122,7 @@ def trusted(pod_gone, chan, spec, prelude, test, Died, Protocol, site_paths, sta
 
     def untrusted_status():
         """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
-        if not pod_gone(10.0):  # the reaper exits as soon as the solution's process has ended
+        if not ended(10.0):  # the reaper reports as soon as the solution's process has ended
             return "killed", "solution process did not end"
         st, stopped = None, 0
         if status_fd is not None:  # the reaper saw how the solution's process ended

@@ -68,54 +68,100 @@ def drop_privileges(mode, libc):
         raise OSError("privileges were not dropped")
 
 
-def reaper(sock, status_fd, libc, sealed, Chan):
-    """The parent of the solution's process; never runs solution code.
+def reaper(ctl, libc, sealed, Chan):
+    """The pod's init, parent of every solution process of one runner; never runs solution code
+    and never sees run data (it was forked before its runner read any).
 
     With the pid namespace it is the namespace's PID 1. Linux drops every signal that processes
     inside a namespace send to its init unless init handles it, SIGKILL and SIGSTOP included, so
     a solution running as PID 1 would survive `os.kill(os.getpid(), 9)` and could still pass.
-    The solution therefore runs as PID 2 (a child of this process), where signals act as usual.
-    In every mode this process reports how the solution ended (raw wait status, stop signal) on
-    `status_fd`, kills it if it stopped itself (SIGSTOP would otherwise hang until the wall-clock
-    timeout) and exits; as a namespace init, its exit kills whatever else is left inside."""
+    Solutions therefore run as its children (PID 2, 3, ...), where signals act as usual. For each
+    run it forks one solution process and hands the runner (over `ctl`) the socket to it, a
+    status pipe and its pidfd; it reports how that process ended (raw wait status, stop signal)
+    on the status pipe, kills it if it stopped itself (SIGSTOP would otherwise hang until the
+    wall-clock timeout), then sweeps: as a namespace init it SIGKILLs everything else in the
+    namespace and reaps it before forking the next one, so nothing a solution started outlives
+    its run. It dies with its runner (PDEATHSIG), and the namespace with it."""
+    import socket, fcntl
     if libc is not None:
         try:
             libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the runner
         except Exception:
             pass
-    parent = os.getpid()
-    child = os.fork()
-    if child == 0:
-        code = 70
-        try:
-            os.close(status_fd)
-            untrusted(sock, Chan(sock.fileno()), libc, parent, sealed)
-            code = 0
-        except BaseException:
-            print_exc()
-        finally:
-            os._exit(code)
-    sock.close()  # the runner sees end of file as soon as the solution's process is gone
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: signals from inside are dropped
-    stopped = 0
-    status = None
-    while status is None:
+    in_namespace = os.getpid() == 1
+    parent = os.getpid()
+    while True:
+        pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
+        for p in pair:
+            p.close()
+        st_r, st_w = (fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in os.pipe())
+        child = os.fork()
+        if child == 0:
+            code = 70
+            try:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                for fd in _open_fds():
+                    if fd > 2 and fd != u_sock.fileno():
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                if not in_namespace:  # its own group, swept after the run
+                    os.setpgid(0, 0)
+                untrusted(u_sock, Chan(u_sock.fileno()), libc, parent, sealed)
+                code = 0
+            except BaseException:
+                print_exc()
+            finally:
+                os._exit(code)
+        u_sock.close()  # the runner sees end of file as soon as the solution's process is gone
+        pidfd = os.pidfd_open(child)
         try:
-            pid, st = os.waitpid(-1, os.WUNTRACED)
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        if pid != child:
-            continue  # an orphan re-parented to us: reaped
-        if os.WIFSTOPPED(st):  # SIGSTOP/SIGTSTP on itself: it would hang until the timeout
-            stopped = os.WSTOPSIG(st)
+            socket.send_fds(ctl, [b"S"], [t_sock.fileno(), st_r, pidfd])
+        except OSError:  # the runner is gone
             os.kill(child, signal.SIGKILL)
-            continue
-        status = st
-    if status is not None:
-        os.write(status_fd, ("%d %d\n" % (status, stopped)).encode())
-    os._exit(0)
+            os._exit(0)
+        t_sock.close()
+        os.close(st_r)
+        os.close(pidfd)
+        stopped = 0
+        status = None
+        while status is None:
+            try:
+                pid, st = os.waitpid(-1, os.WUNTRACED)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            if pid != child:
+                continue  # an orphan re-parented to us: reaped
+            if os.WIFSTOPPED(st):  # SIGSTOP/SIGTSTP on itself: it would hang until the timeout
+                stopped = os.WSTOPSIG(st)
+                os.kill(child, signal.SIGKILL)
+                continue
+            status = st
+        if status is not None:
+            try:
+                os.write(st_w, ("%d %d\n" % (status, stopped)).encode())
+            except OSError:
+                pass
+        os.close(st_w)
+        try:  # the sweep: kill(-1) from a namespace's init reaches everything inside but itself
+            if in_namespace:
+                os.kill(-1, signal.SIGKILL)
+            else:
+                os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass
+        while True:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
 
 
 def untrusted(sock, chan, libc, parent_pid, sealed):
