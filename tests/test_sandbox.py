@@ -460,16 +460,20 @@ def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: py
     assert not Path(dirty[0]).exists()
 
 
-def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The pod's init sweeps its namespace after each run. The audit hook normally refuses
-    os.fork, so this test lifts it (in a copy of the runner program) to stand for code that gets
-    past it: the grandchild the solution leaves behind must be dead before it can write."""
+@pytest.mark.parametrize("namespaces", [True, False], ids=["namespace", "no-namespace"])
+def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                                         namespaces: bool) -> None:
+    """The pod's init sweeps its namespace after each run (without one: the solution's process
+    group). The audit hook normally refuses os.fork, so this test lifts it (in a copy of the
+    runner program) to stand for code that gets past it: the grandchild the solution leaves
+    behind must be dead before it can write."""
     import types
 
     from evaluators.sandbox import child
     source = child.source().replace('"os.fork", ', "", 1)
     assert '"os.fork"' not in source
     monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))
+    monkeypatch.setattr(launch, "USE_NAMESPACES", namespaces)
     _fresh_server(monkeypatch)
     os.chmod(tmp_path, 0o777)
     marker = tmp_path / "outlived.txt"

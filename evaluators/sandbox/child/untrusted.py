@@ -129,8 +129,20 @@ def reaper(ctl, libc, sealed, Chan):
         stopped = 0
         status = None
         while status is None:
+            if not in_namespace:  # see it end without reaping it: its group id stays reserved for the sweep
+                try:
+                    info = os.waitid(os.P_PID, child, os.WEXITED | os.WSTOPPED | os.WNOWAIT)
+                except ChildProcessError:
+                    break
+                except InterruptedError:
+                    continue
+                if info is not None and info.si_code != os.CLD_STOPPED:
+                    try:
+                        os.killpg(child, signal.SIGKILL)  # the sweep, before the group id can be reused
+                    except OSError:
+                        pass
             try:
-                pid, st = os.waitpid(-1, os.WUNTRACED)
+                pid, st = os.waitpid(-1 if in_namespace else child, os.WUNTRACED)
             except ChildProcessError:
                 break
             except InterruptedError:
@@ -148,14 +160,12 @@ def reaper(ctl, libc, sealed, Chan):
             except OSError:
                 pass
         os.close(st_w)
-        try:  # the sweep: kill(-1) from a namespace's init reaches everything inside but itself
-            if in_namespace:
+        if in_namespace:  # the sweep: kill(-1) from a namespace's init reaches everything inside but itself
+            try:
                 os.kill(-1, signal.SIGKILL)
-            else:
-                os.killpg(child, signal.SIGKILL)
-        except OSError:
-            pass
-        while True:
+            except OSError:
+                pass
+        while in_namespace:
             try:
                 os.waitpid(-1, 0)
             except ChildProcessError:
