@@ -34,7 +34,7 @@ from typing import Any, Hashable
 from evaluators import extract as ex
 from evaluators.base import Benchmark
 from evaluators.data import data_dir, read_jsonl
-from evaluators.sandbox import humaneval_program, mbpp_program, run_program_async
+from evaluators.sandbox import SandboxFailure, humaneval_program, mbpp_program, run_program_async
 from harness.types import Problem, Score
 
 
@@ -86,6 +86,8 @@ class CodeBenchmark(Benchmark):
         if not code.strip():
             return Score(0.0, code, {"rule": rule, "status": "empty", **self._public_record(problem)})
         res = await run_program_async(self.program(code, problem), **self._limits())
+        if res.infrastructure:  # the sandbox could not judge it: an error for this problem, never a 0
+            raise SandboxFailure(res.detail)
         return Score(float(res.passed), code, {"rule": rule, "status": res.status,
                                                "duration_s": round(res.duration_s, 3),
                                                "stderr_tail": res.stderr_tail[-500:],
@@ -111,6 +113,8 @@ class CodeBenchmark(Benchmark):
         results = []
         for t in tests:
             res = await run_program_async(self.program(code, problem, [t]), **self._limits())
+            if res.infrastructure:  # never reported to a method as its code failing
+                raise SandboxFailure(res.detail)
             results.append({"test": t, "passed": res.passed, "status": res.status,
                             "error": res.stderr_tail[-300:]})
         return {"passed": sum(r["passed"] for r in results), "total": len(results), "results": results}

@@ -259,3 +259,30 @@ def test_every_method_prompt_shows_the_example_and_runs_only_it(method: str, tmp
         assert call["name"] == "run_public_tests"
         result = json.loads(call["result"]) if isinstance(call["result"], str) else call["result"]
         assert [r["test"] for r in result["results"]] == [example], (method, result)
+
+
+# ---- the sandbox's own failures are errors, never a 0 ---------------------------------------------
+
+def test_a_sandbox_that_cannot_judge_raises_instead_of_scoring_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Privileges that cannot be dropped, and a benchmark test that does not run, say nothing
+    about the code: the scorer and the public-test tool raise (the runner records the problem as
+    an error), while a wrong solution still scores 0."""
+    from evaluators.sandbox import SandboxFailure
+    from evaluators.sandbox import launch
+
+    bench = _bench(HumanEval, "humaneval", "validate")
+    bench.cfg["execute_code"] = True
+    p = bench.load()[0][0]
+    canonical = "```python\n" + p.fields["prompt"] + p.gold + "\n```"
+    wrong = "```python\n" + p.fields["prompt"] + "    return None\n```"
+    assert asyncio.run(bench.score(canonical, p)).value == 1.0
+    assert asyncio.run(bench.score(wrong, p)).value == 0.0
+    if os.geteuid() == 0:
+        monkeypatch.setitem(launch._PROBED, "privilege", "unavailable")
+        with pytest.raises(SandboxFailure, match="unable to drop privileges"):
+            asyncio.run(bench.score(canonical, p))
+        monkeypatch.undo()
+    import dataclasses
+    broken = dataclasses.replace(p, fields={**p.fields, "test": p.fields["test"] + "\ndef check(:\n"})
+    with pytest.raises(SandboxFailure, match="benchmark prelude or test does not run"):
+        asyncio.run(bench.score(canonical, broken))

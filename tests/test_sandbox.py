@@ -486,3 +486,28 @@ def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.Mon
     assert not marker.exists()
     assert all(r.passed for r in results)
     launch._stop_fork_server()
+
+
+def test_a_runner_whose_pod_died_answers_with_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the code's failure: the verdict says the sandbox failed; the next run gets a new runner."""
+    import signal as _signal
+
+    _fresh_server(monkeypatch)
+    assert run_program(he(GOOD)).passed
+    for runner in _server_children():  # kill every runner's pod (its reaper), leaving the runners
+        try:
+            with open(f"/proc/{runner}/task/{runner}/children") as fh:
+                for pod in fh.read().split():
+                    os.kill(int(pod), _signal.SIGKILL)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    time.sleep(0.2)
+    res = run_program(he(GOOD))
+    assert not res.passed and res.status == "error" and res.infrastructure, res
+    assert "pod is gone" in res.detail
+    deadline = time.monotonic() + 10
+    while not (res := run_program(he(GOOD))).passed and time.monotonic() < deadline:
+        assert res.infrastructure, res  # the other runners lost their pods too: each answers so, then goes
+    assert res.passed
+    wrong = run_program(he("    return 0\n"))
+    assert wrong.status == "failed" and not wrong.infrastructure

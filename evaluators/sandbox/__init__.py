@@ -39,6 +39,12 @@ sweeps the namespace (``kill(-1, SIGKILL)`` from its init reaches everything ins
 and reaps it before it forks the next run's solution process, so nothing a solution starts
 outlives its run. Without the namespace the solution gets its own process group, swept the same way.
 
+The sandbox's own failures are not the code's: privileges that cannot be dropped, a runner that
+crashed or lost its pod, a reaper that went without reporting while the solution could not reach
+it, a benchmark test that does not run. Their ``ExecResult`` has ``infrastructure=True`` and the
+scorers (``evaluators/code_tasks.py``) raise :class:`SandboxFailure`, so the problem is recorded as
+an error, never as a 0.
+
 Containment (defence in depth; the verdict does not rest on it): a fresh temporary working
 directory, deleted afterwards; a minimal environment without proxies; ``python -I -S`` (no
 user site, no ``.pth`` files; site-packages are appended to the solution's ``sys.path``);
@@ -87,7 +93,7 @@ from __future__ import annotations
 
 from evaluators.sandbox.launch import run_program, run_program_async
 from evaluators.sandbox.program import Program, humaneval_program, mbpp_program
-from evaluators.sandbox.verdict import STATUSES, ExecResult
+from evaluators.sandbox.verdict import STATUSES, ExecResult, SandboxFailure
 
-__all__ = ["ExecResult", "Program", "run_program", "run_program_async", "humaneval_program", "mbpp_program",
+__all__ = ["ExecResult", "SandboxFailure", "Program", "run_program", "run_program_async", "humaneval_program", "mbpp_program",
            "STATUSES"]

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 from evaluators.sandbox import child as runner_program
 from evaluators.sandbox.program import Program
-from evaluators.sandbox.verdict import ExecResult, has_verdict, parse_verdict, status_without_verdict
+from evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
 
 __all__ = ["run_program", "run_program_async"]
 
@@ -402,7 +402,8 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
             run.proc.wait()
     status, detail = parse_verdict(data, run.nonce) or status_without_verdict(timed_out, raw_exit)
     result = ExecResult(passed=status == "passed", status=status, duration_s=duration,
-                        stdout_tail=_tail(run.out), stderr_tail=_tail(run.err), detail=detail)
+                        stdout_tail=_tail(run.out), stderr_tail=_tail(run.err), detail=detail,
+                        infrastructure=status == "error" and detail.startswith(INFRASTRUCTURE))
     run.out.close()
     run.err.close()
     _release_dir(run.privilege, run.base, run.work)
@@ -412,8 +413,8 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
 def _refused(privilege: str) -> ExecResult | None:
     if privilege != "unavailable":
         return None
-    return ExecResult(False, "error", 0.0, "", "", "running as root but unable to drop privileges for the "
-                                                   "solution; refusing to run generated code")
+    return ExecResult(False, "error", 0.0, "", "", "sandbox: running as root but unable to drop privileges for the "
+                                                   "solution; refusing to run generated code", infrastructure=True)
 
 
 def _run_sync(program: str, *, timeout_s: float, memory_mb: int, cpu_s: float | None, privilege: str) -> ExecResult:

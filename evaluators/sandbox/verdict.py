@@ -14,7 +14,8 @@ import secrets
 import signal
 from dataclasses import dataclass
 
-__all__ = ["ExecResult", "STATUSES", "parse_verdict", "status_without_verdict", "has_verdict"]
+__all__ = ["ExecResult", "INFRASTRUCTURE", "STATUSES", "SandboxFailure", "parse_verdict", "status_without_verdict",
+           "has_verdict"]
 
 STATUSES = ("passed", "failed", "timeout", "error", "memory", "killed")
 
@@ -28,6 +29,10 @@ class ExecResult:
     limit; ``memory`` a MemoryError (RLIMIT_AS) anywhere; ``killed`` the solution or runner died
     from a signal; ``error`` the solution did not load (syntax error, exception at import) or
     the runner produced no verdict. ``detail`` is a one-line reason.
+
+    ``infrastructure``: the sandbox itself failed, so the verdict says nothing about the code
+    (privileges could not be dropped, the runner crashed or lost its pod, the benchmark's own
+    test does not run). Scorers raise on it (an error, never a 0): see :data:`INFRASTRUCTURE`.
     """
 
     passed: bool
@@ -36,6 +41,16 @@ class ExecResult:
     stdout_tail: str
     stderr_tail: str
     detail: str = ""
+    infrastructure: bool = False
+
+
+#: How the trusted runner starts an ``error`` detail when the fault is the sandbox's or the
+#: benchmark's, never the code's (the runner's verdict line is nonce-checked, so code cannot forge it).
+INFRASTRUCTURE = ("runner: ", "sandbox: ", "benchmark prelude or test does not run")
+
+
+class SandboxFailure(RuntimeError):
+    """The sandbox could not judge the code (:attr:`ExecResult.infrastructure`)."""
 
 
 def has_verdict(buf: bytes | bytearray, nonce: str) -> bool:

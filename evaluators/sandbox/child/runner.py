@@ -86,14 +86,16 @@ def _seal():
 
 def _start_pod(namespaces, shared_netns, libc, sealed):
     """The pod: forked while this runner has read nothing of any run. Its init (the reaper) forks
-    one solution process per run and hands it over `pod` (see `reaper`). Returns (pod socket, pid)."""
+    one solution process per run and hands it over `pod` (see `reaper`). Returns (pod socket, pid,
+    whether it has its own pid namespace)."""
     import socket, fcntl
+    isolated = False
     if namespaces and libc is not None:
         # new pid namespace (the reaper is its init, the solutions PID 2, 3, ...): they cannot see
         # or signal anything outside, and everything they start dies with the run's sweep; and a
         # network namespace with no interface up (no network even past the audit hook): a fresh one,
         # or the fork server's own (`shared_netns`: created once, shared by its runners)
-        libc.unshare(0x20000000 | (0 if shared_netns else 0x40000000))  # CLONE_NEWPID [| CLONE_NEWNET]
+        isolated = libc.unshare(0x20000000 | (0 if shared_netns else 0x40000000)) == 0  # CLONE_NEWPID [| CLONE_NEWNET]
     pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     pod, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
@@ -118,7 +120,7 @@ def _start_pod(namespaces, shared_netns, libc, sealed):
         finally:
             os._exit(code)
     theirs.close()
-    return pod, pid
+    return pod, pid, isolated
 
 
 def _take_solution(pod):
@@ -164,10 +166,10 @@ def _set_limit(resource, which, value, persistent):
         resource.setrlimit(which, (value, value))
 
 
-def _one_run(sealed, t_sock, st_r, pidfd, persistent):
+def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated):
     """One run, with the run's fds on 0 (spec), 1/2 (stdout/stderr) and the result fd the header
     names: reads the spec (nonce last), sends the solution its setup, runs `trusted`, kills the
-    pod, then writes the one verdict line."""
+    solution's process, then returns the one verdict line (and the fd it goes to)."""
     import json, resource, socket
     chan = Chan(t_sock.fileno())
     header = json.loads(_read_block(0))
@@ -208,7 +210,8 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent):
             pass
     try:
         status, detail = trusted(lambda timeout: _readable(st_r, timeout), chan, spec, prelude, test, Died, Protocol,
-                                 header.get("site_paths", []), st_r)
+                                 header.get("site_paths", []), st_r,
+                                 reaper_out_of_reach=isolated or header.get("privilege") == "nobody")
     except MemoryError:
         status, detail = "memory", "MemoryError in the runner"
     except BaseException as exc:
@@ -222,13 +225,28 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent):
     return result_fd, (nonce + " " + status + " " + json.dumps(detail) + "\n").encode()
 
 
+def _sandbox_error(detail):
+    """Answer the run on fd 0 with an ``error`` verdict whose detail marks it as the sandbox's
+    fault (the harness reports it as an error, never as the code's failure)."""
+    import json
+    header = json.loads(_read_block(0))
+    for _ in range(4):  # solution, spec, prelude, test
+        _read_block(0)
+    nonce = _read_block(0).decode()
+    os.write(header["result_fd"], (nonce + " error " + json.dumps(detail) + "\n").encode())
+
+
 def _runner(namespaces):
     """A runner started directly (no fork server): a fresh interpreter that makes its pod, then
     serves the one run on stdin/stdout/stderr, and exits."""
     libc, sealed = _seal()
-    pod, _ = _start_pod(namespaces, False, libc, sealed)
-    t_sock, st_r, pidfd = _take_solution(pod)
-    result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False)
+    try:
+        pod, _, isolated = _start_pod(namespaces, False, libc, sealed)
+        t_sock, st_r, pidfd = _take_solution(pod)
+    except (OSError, EOFError) as exc:
+        _sandbox_error("sandbox: no solution process (%r)" % (exc,))
+        os._exit(0)
+    result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False, isolated)
     os.write(result_fd, line)  # one write below PIPE_BUF: atomic
     if os.getpgrp() == os.getpid():  # leader of our own group (new session): sweep it, pod included
         os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -248,7 +266,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns):
     libc, sealed = _seal()
     ctl = socket.socket(fileno=fcntl.fcntl(ctl_fd, fcntl.F_DUPFD, 10))
     os.close(ctl_fd)
-    pod, pod_pid = _start_pod(namespaces, shared_netns, libc, sealed)
+    pod, pod_pid, isolated = _start_pod(namespaces, shared_netns, libc, sealed)
     random_state, recursion, path = random.getstate(), sys.getrecursionlimit(), list(sys.path)
     environ = dict(os.environ)
     for n in range(RUNS_PER_RUNNER):
@@ -269,9 +287,13 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns):
         req = json.loads(msg)
         try:
             t_sock, st_r, pidfd = _take_solution(pod)
+        except (OSError, EOFError) as exc:  # no solution process: this run gets an infrastructure error
+            _sandbox_error("sandbox: the runner's pod is gone (%r)" % (exc,))
+            os.killpg(os.getpgrp(), signal.SIGKILL)  # the fork server starts another runner
+        try:
             os.chdir(req["cwd"])
             os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
-            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True)
+            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated)
         except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
             print_exc()
             os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -111,10 +111,12 @@ class Remote:
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
 
 
-def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None):
+def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None, reaper_out_of_reach=False):
     """The benchmark's code. Never executes the solution; only talks to it through `chan`.
     `ended(timeout)`: waits until the reaper has reported the solution process's end (True if
-    it has); `status_fd`: where it reports how that process ended."""
+    it has); `status_fd`: where it reports how that process ended. `reaper_out_of_reach`: the
+    solution cannot signal the reaper (it is its namespace's init, or the solution runs as
+    nobody), so a reaper that never reports is the sandbox's failure, not the solution's."""
     import builtins, importlib, re
 
     state = {"dead": None, "protocol": None}
@@ -123,6 +125,8 @@ def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status
     def untrusted_status():
         """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
         if not ended(10.0):  # the reaper reports as soon as the solution's process has ended
+            if reaper_out_of_reach:
+                return "error", "sandbox: the reaper did not report the solution process's end"
             return "killed", "solution process did not end"
         st, stopped = None, 0
         if status_fd is not None:  # the reaper saw how the solution's process ended
@@ -132,7 +136,9 @@ def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status
                 st, stopped = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 pass
-        if st is None:
+        if st is None:  # the reaper went without a report
+            if reaper_out_of_reach:
+                return "error", "sandbox: the pod's reaper is gone"
             return "killed", "solution process vanished"
         if stopped:
             return "killed", "solution process stopped itself with signal %d (killed)" % stopped
