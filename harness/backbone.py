@@ -216,10 +216,11 @@ class OpenAICompatibleBackbone:
         self._extra_identity = extra_identity or {}
         self._cache_identity = cache_identity if cache_identity is not None else {"base_url": base_url}
         self._rng = random.Random(seed)
-        from harness.transport import LeanPost  # core-B: openai's auth and errors without its per-request cost
+        from harness.transport import LeanPost, openai_http_client  # openai's auth and errors, not its per-request cost
 
         self._client = LeanPost(AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
-                                            timeout=self.retry.timeout_s), library=http_library)
+                                            timeout=self.retry.timeout_s, http_client=openai_http_client()),
+                                library=http_library)
 
     def identity(self) -> dict[str, Any]:
         """Everything known about the model, for meta.json."""

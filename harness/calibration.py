@@ -52,6 +52,6 @@ def reliability_diagram(metrics: dict[str, Any], path: Path, title: str) -> None
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
     ax.legend(loc="upper left", fontsize=8)
-    fig.tight_layout()
+    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.11, top=0.87)  # fixed margins: tight_layout cost 0.08 s a run
     fig.savefig(path, dpi=120)
     plt.close(fig)
