@@ -45,8 +45,8 @@ it, a benchmark test that does not run. Their ``ExecResult`` has ``infrastructur
 scorers (``evaluators/code_tasks.py``) raise :class:`SandboxFailure`, so the problem is recorded as
 an error, never as a 0.
 
-Containment (defence in depth; the verdict does not rest on it): a fresh temporary working
-directory, deleted afterwards; a minimal environment without proxies; ``python -I -S`` (no
+Containment (defence in depth; the verdict does not rest on it): a temporary working directory
+of its own (reused by a later run only if the solution left it empty, else deleted); a minimal environment without proxies; ``python -I -S`` (no
 user site, no ``.pth`` files; site-packages are appended to the solution's ``sys.path``);
 its own session, SIGKILLed at the wall-clock timeout; RLIMIT_AS (memory), RLIMIT_CPU,
 RLIMIT_FSIZE, RLIMIT_CORE=0 and, as nobody, RLIMIT_NPROC; an audit hook in the untrusted
@@ -72,6 +72,10 @@ compiled extension in site-packages, or frames of the wrapper) can bypass the au
 so the fork/socket guards, but not the verdict, the rlimits, the namespaces or the uid; such
 code could also reach a concurrent run's solution through an abstract unix socket (the runs of
 one fork server share its empty network namespace), which holds nothing of any verdict or gold.
+A persistent runner holds earlier runs' benchmark tests in its memory; the solution cannot reach
+it (outside its pid namespace, non-dumpable, another uid), and each solution process is forked
+from the reaper, which never holds run data. Sequential runs of one runner share its pid
+namespace, swept and reaped between them.
 Programs given as plain strings (not a :class:`Program` from :func:`humaneval_program` /
 :func:`mbpp_program`) run entirely in the untrusted process and pass when they finish
 without an exception: that only stops accidental false passes (exit codes, printed
