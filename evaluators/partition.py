@@ -4,7 +4,9 @@ A benchmark config with ``partition: {seed, sizes: {train: 84, test: 251}}`` and
 ``sizes`` gets that part of a seeded shuffle of the (filtered) rows: rows are ordered by
 ``sha256(f"{seed}:{key}")`` of their stable key (an id, never the file position), then cut in the
 order ``sizes`` lists the parts. The same seed and file give the same ids on every machine and
-Python version; parts are disjoint by construction. Any other split (e.g. ``all``) reads every row.
+Python version; parts are disjoint by construction. The whole-file splits (``all``, ``full``) read
+every row; any other name is an error (a ``validate`` that silently read every row, test part
+included, is how a workflow search would have searched on test).
 The partition spec is part of the benchmark config, so it is recorded in every run's config.yaml.
 """
 from __future__ import annotations
@@ -19,17 +21,23 @@ from evaluators.math_tasks import MATH
 
 
 class PartitionError(ValueError):
-    """The partition asks for more rows than the file has, or names no sizes."""
+    """The partition asks for more rows than the file has, names no sizes, or the split is unknown."""
+
+
+WHOLE_FILE_SPLITS = ("all", "full")  # the splits that read every row, the partition's parts together
 
 
 def partition_rows(rows: list[dict[str, Any]], spec: dict[str, Any], split: str,
                    key: Callable[[dict[str, Any]], str]) -> list[dict[str, Any]]:
-    """The rows of part ``split`` of ``spec`` (in shuffled order), or all rows if ``split`` is not a part."""
+    """The rows of part ``split`` of ``spec`` (in shuffled order), or all rows for a whole-file split."""
     sizes = {str(k): int(v) for k, v in (spec.get("sizes") or {}).items()}
     if not sizes:
         raise PartitionError("partition.sizes is empty: give {train: N, test: M}")
     if split not in sizes:
-        return rows
+        if split in WHOLE_FILE_SPLITS:
+            return rows
+        raise PartitionError(f"split {split!r} is neither a part of this benchmark's partition "
+                             f"({', '.join(sizes)}) nor a whole-file split ({', '.join(WHOLE_FILE_SPLITS)})")
     seed = int(spec.get("seed", 0))
     if sum(sizes.values()) > len(rows):
         raise PartitionError(f"partition sizes {sizes} need {sum(sizes.values())} rows; the file has {len(rows)}")

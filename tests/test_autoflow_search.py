@@ -90,9 +90,11 @@ def test_a_search_split_sharing_problems_with_test_is_refused(tmp_path, monkeypa
 
 
 def test_dyflow_benchmarks_validate_split_would_leak_their_train_split_does_not():
-    # the real case: DyFlow's HumanEval partition vs AFlow's HumanEval validate file (which DyFlow's test part
-    # overlaps), and SocialMaze, whose partition reads every row for a split name it lacks
-    for bench, shared in (("humaneval_dyflow", "shares 25 of its 33"), ("socialmaze", "shares 225 of its 300")):
+    # the real case: DyFlow's HumanEval partition over AFlow's HumanEval validate file (which DyFlow's test part
+    # overlaps: 25 of its 33), and SocialMaze, whose partition used to read every row for a split name it lacks;
+    # both partitions now refuse a split that is not one of their parts (evaluators/partition.py)
+    for bench, shared in (("humaneval_dyflow", "no 'validate' split.*neither a part"),
+                          ("socialmaze", "no 'validate' split.*neither a part")):
         real = spec_from_config(compose([f"benchmark={bench}", "method=aflow"]))
         with pytest.raises(SearchSplitError, match=shared):
             check_search_split(real, "validate")

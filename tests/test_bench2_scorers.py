@@ -77,6 +77,9 @@ def test_partition_rejects_oversized_and_duplicate_keys():
     with pytest.raises(PartitionError):
         partition_rows(rows + [{"k": "0"}], {"sizes": {"train": 1}}, "train", lambda r: r["k"])
     assert partition_rows(rows, {"sizes": {"train": 1}}, "all", lambda r: r["k"]) == rows
+    assert partition_rows(rows, {"sizes": {"train": 1}}, "full", lambda r: r["k"]) == rows
+    with pytest.raises(PartitionError, match="'validate' is neither a part"):  # it read every row, test included
+        partition_rows(rows, {"sizes": {"train": 1, "test": 1}}, "validate", lambda r: r["k"])
 
 
 # ---- StrategyQA ------------------------------------------------------------------------------------
