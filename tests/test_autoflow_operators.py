@@ -223,3 +223,23 @@ def test_parsers():
                                 "Review", "Revise", "Format", "MdEnsemble", "SelfRefine", "EarlyStop"}
     for names in [*O.AFLOW_OPERATORS.values(), *O.MAAS_OPERATORS.values()]:
         assert all(n in O.OPERATORS and n in O.DESCRIPTIONS for n in names)
+
+
+def test_run_solve_reports_a_sandbox_failure_as_an_error_not_as_the_codes(monkeypatch) -> None:
+    """Programmer's runs: code that fails is ("Error", why) for the workflow; a sandbox that cannot judge it
+    (here: privileges that cannot be dropped) raises, so the problem is an error."""
+    import asyncio
+    import os
+
+    import pytest
+
+    from evaluators.sandbox import SandboxFailure, launch
+
+    code = "def solve():\n    return 6 * 7\n"
+    assert asyncio.run(O.run_solve(code)) == ("Success", "42")
+    status, why = asyncio.run(O.run_solve("def solve():\n    raise ValueError('no')\n"))
+    assert status == "Error" and "ValueError" in why
+    if os.geteuid() == 0:
+        monkeypatch.setitem(launch._PROBED, "privilege", "unavailable")
+        with pytest.raises(SandboxFailure, match="unable to drop privileges"):
+            asyncio.run(O.run_solve(code))

@@ -440,9 +440,11 @@ SOLVE_MARKER = "<<SOLVE-RESULT>>"
 async def run_solve(code: str, *, timeout_s: float = 30.0, memory_mb: int = 1024) -> tuple[str, str]:
     """Run ``code``'s ``solve()`` in the sandbox: ("Success", str(result)) or ("Error", reason). The result is
     what the program printed last after the marker (information for the method, not a verdict)."""
-    from evaluators.sandbox import run_program_async
+    from evaluators.sandbox import SandboxFailure, run_program_async
 
     res = await run_program_async(_solve_program(code, SOLVE_MARKER), timeout_s=timeout_s, memory_mb=memory_mb)
+    if res.infrastructure:  # the sandbox failed, not the code: an error for the problem, never "Error" to the workflow
+        raise SandboxFailure(res.detail)
     out = res.stdout_tail
     k = out.rfind(SOLVE_MARKER)
     if res.passed and k >= 0:
