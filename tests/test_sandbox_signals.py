@@ -97,3 +97,31 @@ def test_the_solution_is_not_pid_1_of_its_namespace(mode: tuple[bool, str]) -> N
                                                 "    return a + b\n", TEST, "add"), timeout_s=10)
     assert res.passed, res
     assert "pid 1\n" not in res.stdout_tail
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["fork-server", "direct"])
+def test_verdicts_do_not_depend_on_signals_the_harness_inherited_ignored(monkeypatch: pytest.MonkeyPatch,
+                                                                         fork_server: bool) -> None:
+    """Under `nohup`, or as a background job of a script, the harness starts with SIGHUP, SIGQUIT and
+    SIGINT ignored, and children inherit that: a solution that signals itself then survived and passed
+    there (CI caught it), while it fails anywhere else. The sandbox resets them."""
+    import signal
+
+    sandbox._stop_fork_server()
+    monkeypatch.setattr(sandbox, "_SERVER", None)
+    monkeypatch.setattr(sandbox, "USE_FORK_SERVER", fork_server)
+    previous = {s: signal.getsignal(s) for s in (signal.SIGHUP, signal.SIGQUIT, signal.SIGINT)}
+    try:
+        for s in previous:
+            signal.signal(s, signal.SIG_IGN)
+        for name in ("SIGHUP", "SIGQUIT", "SIGINT"):
+            code = f"import os, signal\nos.kill(os.getpid(), signal.{name})"
+            res = run_program(humaneval_program(PROMPT, _indent(code) + "    return a + b\n", TEST, "add"),
+                              timeout_s=10)
+            assert not res.passed, (name, res)
+        assert run_program(humaneval_program(PROMPT, "    return a + b\n", TEST, "add"), timeout_s=10).passed
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        sandbox._stop_fork_server()
+        sandbox._SERVER = None

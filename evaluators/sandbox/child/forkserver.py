@@ -27,6 +27,7 @@ def _serve(ctl_fd, namespaces, n_spares):
     away, everything goes.
     """
     import socket, select, json, resource, importlib, re, types, numbers, traceback, fcntl, ctypes, gc, time  # warm
+    _default_signals()  # every child (runner, pod, solution) inherits the defaults, however the harness started
     shared_netns = False
     libc = None
     try:

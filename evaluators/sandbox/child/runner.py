@@ -73,6 +73,27 @@ def _read_block(fd):
     return _read_exact(fd, int.from_bytes(_read_exact(fd, 8), "big"))
 
 
+# Python's own start-up dispositions (it ignores SIGPIPE and SIGXFSZ); everything else is reset.
+_KEEP_IGNORED = ("SIGPIPE", "SIGXFSZ")
+
+
+def _default_signals():
+    """Every signal at its default disposition (SIGINT: Python's KeyboardInterrupt handler), whatever the
+    harness inherited: under `nohup` or as a background job of a script, SIGHUP, SIGQUIT and SIGINT
+    arrive ignored, and a solution that signals itself would then survive and pass there but fail
+    elsewhere. A verdict must not depend on how the harness was started."""
+    keep = {getattr(signal, n) for n in _KEEP_IGNORED if hasattr(signal, n)}
+    for sig in signal.valid_signals():
+        if sig in keep or sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, RuntimeError):
+            pass
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _seal():
     """(libc, sealed): PR_SET_DUMPABLE 0, so that same-uid processes can neither read this
     process's memory nor open /proc/<it>/fd."""
@@ -239,6 +260,7 @@ def _sandbox_error(detail):
 def _runner(namespaces):
     """A runner started directly (no fork server): a fresh interpreter that makes its pod, then
     serves the one run on stdin/stdout/stderr, and exits."""
+    _default_signals()
     libc, sealed = _seal()
     try:
         pod, _, isolated = _start_pod(namespaces, False, libc, sealed)
