@@ -132,3 +132,18 @@ def with_validate_split(spec):
     spec.benchmark_cfg["splits"] = {**spec.benchmark_cfg["splits"], "validate": str(name.relative_to(root))}
     spec.full_config["benchmark"] = spec.benchmark_cfg
     return spec
+
+
+def tiny_search_on_embedded(tmp_path: Path, overrides: list[str]):
+    """An end-to-end test's tiny search through the session's embedded server: (spec, artifact document)."""
+    import asyncio
+
+    from baselines.autoflow.search import run_search
+    from harness.runner import spec_from_config
+    from tests import conftest
+    from tests.conftest import compose
+
+    cfg = compose([*overrides, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
+                   "runner.progress=false"])
+    spec = spec_from_config(cfg)
+    return spec, asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))

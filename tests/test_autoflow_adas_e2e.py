@@ -6,18 +6,16 @@ archive's 7 agents put ~5.4k tokens in the meta prompt (minutes of prefill on 2 
 sizes are in configs/method/adas.yaml and unit-tested with the scripted double."""
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 
 import pytest
 
 from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import run_search, search_dir
+from baselines.autoflow.search import search_dir
 from harness.results import read_jsonl_tolerant
-from harness.runner import spec_from_config
-from tests import conftest
-from tests.conftest import check_run_files, compose, run_e2e
+from tests.autoflow_helpers import tiny_search_on_embedded
+from tests.conftest import check_run_files, run_e2e
 
 BASE = ["method=adas", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=32"]
 TINY = [*BASE, "method.search.params.generations=1", "method.search.params.valid_size=1",
@@ -28,10 +26,7 @@ FITNESS = re.compile(r"^95% Bootstrap Confidence Interval: \(\d+\.\d%, \d+\.\d%\
 
 @pytest.mark.slow
 def test_adas_tiny_search_then_test(tmp_path):
-    cfg = compose([*TINY, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
-                   "runner.progress=false"])
-    spec = spec_from_config(cfg)
-    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    spec, doc = tiny_search_on_embedded(tmp_path, TINY)
     out = search_dir(spec, spec.method_cfg["search"])
     assert load_artifact(out / "artifact.json")["sha256"] == doc["sha256"]
 

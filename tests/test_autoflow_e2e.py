@@ -4,16 +4,14 @@ Hydra config, HTTP client, embedded model, sandbox channel, cache and ledger; th
 configs/method/aflow.yaml and unit-tested with the scripted double)."""
 from __future__ import annotations
 
-import asyncio
 import json
 
 import pytest
 
 from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import run_search, search_dir
-from harness.runner import spec_from_config
-from tests import conftest
-from tests.conftest import check_run_files, compose, run_e2e
+from baselines.autoflow.search import search_dir
+from tests.autoflow_helpers import tiny_search_on_embedded
+from tests.conftest import check_run_files, run_e2e
 
 # the optimiser's prompt (~1.2k tokens even so) dominates: no error-log entries, one operator described
 TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=32",
@@ -24,10 +22,7 @@ TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbon
 
 @pytest.mark.slow
 def test_aflow_tiny_search_then_test(tmp_path):
-    cfg = compose([*TINY, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
-                   "runner.progress=false"])
-    spec = spec_from_config(cfg)
-    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    spec, doc = tiny_search_on_embedded(tmp_path, TINY)
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     assert load_artifact(path)["sha256"] == doc["sha256"]
     hist = doc["history"]
@@ -59,10 +54,7 @@ JUDGEFLOW_TINY = ["method=judgeflow", "benchmark=gsm8k", "backbone=local", "limi
 
 @pytest.mark.slow
 def test_judgeflow_tiny_search_then_test(tmp_path):
-    cfg = compose([*JUDGEFLOW_TINY, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
-                   "runner.progress=false"])
-    spec = spec_from_config(cfg)
-    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    spec, doc = tiny_search_on_embedded(tmp_path, JUDGEFLOW_TINY)
     assert load_artifact(search_dir(spec, spec.method_cfg["search"]) / "artifact.json")["sha256"] == doc["sha256"]
     hist = doc["history"]
     assert [h["round"] for h in hist] == [1, 2]

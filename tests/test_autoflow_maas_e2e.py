@@ -4,15 +4,13 @@ short prompts). MaAS also loads the real all-MiniLM-L6-v2 embedder (offline). Si
 for CI (the paper's are in configs/method/<m>.yaml and unit-tested with the scripted double)."""
 from __future__ import annotations
 
-import asyncio
 
 import pytest
 
 from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import run_search, search_dir
-from harness.runner import spec_from_config
-from tests import conftest
-from tests.conftest import check_run_files, compose, run_e2e
+from baselines.autoflow.search import search_dir
+from tests.autoflow_helpers import tiny_search_on_embedded
+from tests.conftest import check_run_files, run_e2e
 
 pytestmark = pytest.mark.slow
 
@@ -21,10 +19,7 @@ GSM = ["benchmark=gsm8k", "backbone=local", "backbone.sampling.max_tokens=24"]
 
 
 def _search(tmp_path, overrides):
-    cfg = compose([*overrides, f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
-                   "runner.progress=false"])
-    spec = spec_from_config(cfg)
-    doc = asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+    spec, doc = tiny_search_on_embedded(tmp_path, overrides)
     assert load_artifact(search_dir(spec, spec.method_cfg["search"]) / "artifact.json")["sha256"] == doc["sha256"]
     return doc
 

@@ -75,12 +75,7 @@ def _serve(ctl_fd, namespaces, n_spares):
                 os.setsid()
                 if libc is not None:
                     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the fork server
-                for fd in _open_fds():
-                    if fd > 2 and fd != theirs.fileno():
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
+                _close_fds_except({theirs.fileno()})
                 _persistent_runner(theirs.fileno(), namespaces, shared_netns)
                 code = 0
             except BaseException:

@@ -21,6 +21,16 @@ def _open_fds():
         return list(range(3, 256))
 
 
+def _close_fds_except(keep):
+    """Close every fd above 2 but `keep`: a freshly forked child keeps only what it needs."""
+    for fd in _open_fds():
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
 class Died(BaseException):
     """The untrusted process is gone (BaseException: `except Exception` in a test must not hide it)."""
 
@@ -125,12 +135,7 @@ def _start_pod(namespaces, shared_netns, libc, sealed):
     if pid == 0:
         code = 70
         try:
-            for fd in _open_fds():
-                if fd > 2 and fd != theirs.fileno():
-                    try:
-                        os.close(fd)
-                    except OSError:
-                        pass
+            _close_fds_except({theirs.fileno()})
             nul = os.open(os.devnull, os.O_RDONLY)
             os.dup2(nul, 0)
             os.close(nul)

@@ -102,12 +102,7 @@ def reaper(ctl, libc, sealed, Chan):
             code = 70
             try:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
-                for fd in _open_fds():
-                    if fd > 2 and fd != u_sock.fileno():
-                        try:
-                            os.close(fd)
-                        except OSError:
-                            pass
+                _close_fds_except({u_sock.fileno()})
                 if not in_namespace:  # its own group, swept after the run
                     os.setpgid(0, 0)
                 untrusted(u_sock, Chan(u_sock.fileno()), libc, parent, sealed)
