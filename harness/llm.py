@@ -163,13 +163,13 @@ class LLMClient:
                 raise
         self.ok_calls += 1
         latency = res.latency_s / len(group)
-        for j, (idx, comp) in enumerate(zip(group, comps)):
-            p, key = per_sample[idx]
-            self.cache.put(key, {"completion": dict(comp.__dict__), "latency_s": latency})  # asdict: ~20 us more
-            results[idx] = comp
+        for j, (idx, comp) in enumerate(zip(group, comps)):  # the bill first: a failing cache loses no paid call
             first = j == 0
-            call.record(comp, latency, False, res.retries + 1 if first else 1, idx, p,
+            call.record(comp, latency, False, res.retries + 1 if first else 1, idx, per_sample[idx][0],
                         res.retry_log if first else None, rid)
+        for idx, comp in zip(group, comps):
+            self.cache.put(per_sample[idx][1], {"completion": dict(comp.__dict__), "latency_s": latency})  # asdict: ~20 us more
+            results[idx] = comp
 
 
 class _Call:
