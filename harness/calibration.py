@@ -1,29 +1,40 @@
-"""Calibration of a method's confidences against its scores: ECE, Brier, AUROC, diagram."""
+"""Calibration of a method's confidences against its scores: ECE, Brier, AUROC, diagram.
+
+A method's per-problem confidence is a float it computed (a vote share, a mean of elicited confidences), so
+two confidences that are equal in exact arithmetic can differ in their last bit by summation order (the mean
+of 0.1, 0.2, 0.3 in that order is 0.20000000000000004, in reverse 0.19999999999999998). AUROC's ties and the
+ECE bins are therefore decided on the confidences rounded to ``TIE_DECIMALS`` (12) decimal places: far below
+any confidence a model states or a method derives, far above float noise (~1e-16).
+"""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+TIE_DECIMALS = 12  # confidences equal to 12 decimals are equal (ties in AUROC, the same ECE bin)
+
 
 def calibration_metrics(confidences: list[float], correct: list[float], bins: int = 10) -> dict[str, Any]:
-    """Equal-width-bin ECE, Brier score and AUROC (ties count half); ``correct`` in {0, 1}."""
+    """Equal-width-bin ECE, Brier score and AUROC (ties count half, decided to ``TIE_DECIMALS``); ``correct``
+    in {0, 1}."""
     n = len(confidences)
     if n == 0:
         return {}
     brier = sum((c - y) ** 2 for c, y in zip(confidences, correct)) / n
+    keys = [round(float(c), TIE_DECIMALS) for c in confidences]   # what ties and bins are decided on
     table = []
     ece = 0.0
     for b in range(bins):
         lo, hi = b / bins, (b + 1) / bins
-        members = [i for i, c in enumerate(confidences) if (lo <= c < hi) or (b == bins - 1 and c == 1.0)]
+        members = [i for i, c in enumerate(keys) if (lo <= c < hi) or (b == bins - 1 and c == 1.0)]
         if not members:
             continue
         conf = sum(confidences[i] for i in members) / len(members)
         acc = sum(correct[i] for i in members) / len(members)
         ece += len(members) / n * abs(conf - acc)
         table.append({"lo": lo, "hi": hi, "n": len(members), "confidence": conf, "accuracy": acc})
-    pos = [c for c, y in zip(confidences, correct) if y >= 0.5]
-    neg = [c for c, y in zip(confidences, correct) if y < 0.5]
+    pos = [c for c, y in zip(keys, correct) if y >= 0.5]
+    neg = [c for c, y in zip(keys, correct) if y < 0.5]
     auroc = None
     if pos and neg:
         wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
