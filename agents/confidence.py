@@ -1,9 +1,13 @@
 """Verbalised confidence: the elicitation instruction AUQ appends every step, and robust parsing of its tags.
 
 The instruction is the supplement's §11.2 text (the [udcs] transcription of AUQ's Appendix A.4). Parsing never
-invents a number: a missing, empty, non-numeric or out-of-range ``<confidence>`` is recorded as missing
-(``None`` with a ``status`` saying why), never silently 1.0 or 0.0. A percentage ("85%") or a 0-100 number
-("85") is rescaled to [0, 1] and the status says so.
+invents a number. The instruction asks for "Your confidence level (0.0-1.0)", so exactly that form is read:
+the whole tag content is one plain decimal (``0.85``, ``.85``, ``1``, ``0``, ``1.0``; surrounding whitespace
+allowed) in [0, 1]. Anything else -- a decimal comma ("0,85"), a fraction ("8/10"), an exponent ("1e-1"), a
+percentage ("85%"; the instruction offers no percent form), a number with words around it ("Level 3: 0.85"),
+a bare 0-100 number ("2", "85") -- is *missing*: ``None`` with a ``status`` saying why and the tag's raw text
+kept, never a guessed rescaling and never silently 1.0 or 0.0. Guessing would feed invented numbers into the
+System-2 trigger, the UAM memory and T-ECE.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ ELICITATION = (
     "   - DO NOT output empty <explanation></explanation> tags - you MUST provide actual text inside"
 )
 
-_NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:\s*(%))?")
+_DECIMAL = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)", re.ASCII)  # a plain decimal: no comma, exponent, '/' or '%'
 
 
 def tag_text(raw: str | None, tag: str) -> str | None:
@@ -45,7 +49,7 @@ class Elicited:
     """What one reply said about itself: ``confidence`` in [0, 1] or None, why (``status``), the explanation."""
 
     confidence: float | None
-    status: str            # ok | rescaled_percent | missing | empty | malformed | out_of_range
+    status: str            # ok | missing | empty | malformed | out_of_range
     explanation: str | None
     text: str | None       # the raw content of the <confidence> tag
 
@@ -54,26 +58,22 @@ class Elicited:
 
 
 def parse_confidence(raw: str | None) -> tuple[float | None, str, str | None]:
-    """(value or None, status, tag text) for the last ``<confidence>`` tag of ``raw``."""
+    """(value or None, status, tag text) for the last ``<confidence>`` tag of ``raw``.
+
+    ``ok``: the tag holds exactly one plain decimal in [0, 1]; ``out_of_range``: exactly one plain decimal
+    outside it ("2", "85", "-0.2"); ``malformed``: anything else in the tag; ``empty``/``missing``: no content
+    or no tag. Only ``ok`` has a value."""
     text = tag_text(raw, "confidence")
     if text is None:
         return None, "missing", None
     if not text:
         return None, "empty", text
-    m = _NUMBER.search(text)
-    if m is None:
+    if _DECIMAL.fullmatch(text) is None:
         return None, "malformed", text
-    try:
-        value = float(m.group(0).rstrip("% ").strip())
-    except ValueError:
-        return None, "malformed", text
-    if m.group(1) or 1.0 < value <= 100.0:
-        value, status = value / 100.0, "rescaled_percent"
-    else:
-        status = "ok"
+    value = float(text) + 0.0  # "-0" is 0.0
     if not 0.0 <= value <= 1.0:
         return None, "out_of_range", text
-    return value, status, text
+    return value, "ok", text
 
 
 def parse_explanation(raw: str | None) -> str | None:

@@ -168,8 +168,8 @@ def test_resume_after_a_kill_mid_episode_is_identical(tmp_path, counter):
 @pytest.mark.parametrize("raw,value,status", [
     ("<confidence>0.85</confidence>", 0.85, "ok"),
     ("a <confidence> 0.3 </confidence> b <confidence>0.7</confidence>", 0.7, "ok"),
-    ("<confidence>85%</confidence>", 0.85, "rescaled_percent"),
-    ("<confidence>90</confidence>", 0.9, "rescaled_percent"),
+    ("<confidence>85%</confidence>", None, "malformed"),     # the instruction asks for 0.0-1.0: no rescaling
+    ("<confidence>90</confidence>", None, "out_of_range"),
     ("<confidence>1</confidence>", 1.0, "ok"),
     ("<confidence>0</confidence>", 0.0, "ok"),
     ("<confidence>high</confidence>", None, "malformed"),
