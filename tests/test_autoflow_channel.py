@@ -141,3 +141,189 @@ def test_an_adas_agent_that_hangs_or_reads_files_fails():
            "    return open('/etc/hostname').read()\n"
     out = asyncio.run(go(peek))
     assert not out.ok and "open is not allowed" in out.detail and out.calls == 1
+
+
+# ---- every call a workflow starts ends with its run (issue 19) -------------------------------------------------
+
+FLOOD = simple("first = await asyncio.gather(*[operator.Custom(None)(input=problem, instruction=str(i)) "
+               "for i in range(10)])\n"
+               "more = await asyncio.gather(*[operator.Custom(None)(input=problem, instruction=str(i)) "
+               "for i in range(100)])\n"
+               "return 'ANSWER: ' + more[0]['response']", "import asyncio")
+
+
+def test_a_flooding_workflow_is_refused_before_its_calls_start_and_none_outlives_solve(tmp_path, tiny_data):
+    from harness.results import read_jsonl_tolerant
+    from harness.runner import Runner
+    from tests.conftest import make_spec
+    from tests.doubles import ScriptedBackbone
+
+    method = {"name": "flood", "solver": "baselines.autoflow.workflow:SandboxedWorkflow", "roles": ["executor"],
+              "params": {"graph": FLOOD, "limits": {"idle_timeout_s": 10, "max_calls": 64}}}
+    spec = make_spec(tmp_path, method, limit=1)
+    bb = ScriptedBackbone(lambda m, s: "ANSWER: 0", delay_s=0.1, max_concurrency=4)
+
+    async def go():
+        metrics = await Runner(spec, backbone=bb).run()
+        at_return = len(bb.requests)
+        await asyncio.sleep(1.5)  # the old channel's 54 admitted calls of the refused batch went on here
+        return metrics, at_return
+
+    metrics, at_return = asyncio.run(go())
+    assert at_return == 10 and len(bb.requests) == 10  # the first batch only; nothing after solve() returned
+    ledger = [r for r in read_jsonl_tolerant(spec.out_dir / "calls.jsonl") if "stage" in r]
+    assert len(ledger) == 10 == metrics["totals"]["calls"]
+    pred = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
+    wf = pred["trace"]["workflow"]
+    assert not wf["ok"] and wf["failure"] == "refused" and "100 more asked at once" in wf["detail"]
+
+
+def test_a_failing_call_cancels_its_siblings_before_the_error_propagates():
+    finished: list[str] = []
+
+    async def handler(op, args):
+        if args["instruction"] == "P0":
+            raise BackboneError("connection refused", kind="connection", attempts=3)
+        await asyncio.sleep(0.6)
+        finished.append(args["instruction"])
+        return {"response": "x"}
+
+    async def go():
+        with pytest.raises(BackboneError):
+            await run_workflow(GATHER, 'P = "P"', {"problem": "2+2"}, handler, Limits(idle_timeout_s=5, cpu_s=5))
+        await asyncio.sleep(1.0)
+
+    asyncio.run(go())
+    assert finished == []
+
+
+def test_a_run_that_ends_while_calls_are_in_flight_cancels_them():
+    started, finished = [], []
+
+    async def slow(op, args):
+        started.append(op)
+        await asyncio.sleep(2.5)
+        finished.append(op)
+        return {"response": "late"}
+
+    async def go():
+        out = await run_workflow(GATHER, 'P = ""', {"problem": "2+2"}, slow,
+                                 Limits(idle_timeout_s=10, cpu_s=5, wall_timeout_s=1.0))
+        await asyncio.sleep(2.5)
+        return out
+
+    out = asyncio.run(go())
+    assert not out.ok and out.failure == "timeout", out
+    assert started == ["Custom"] * 3 and finished == []
+
+
+# ---- a sandbox that cannot judge is an error, never a 0 -------------------------------------------------------
+
+def test_an_infrastructure_result_of_the_sandbox_raises_sandbox_failure(monkeypatch):
+    from baselines.autoflow import channel
+    from evaluators.sandbox import ExecResult, SandboxFailure
+
+    async def broken(program, **kw):
+        return ExecResult(False, "error", 0.0, "", "", "runner: the benchmark test side crashed", infrastructure=True)
+
+    monkeypatch.setattr(channel, "run_program_async", broken)
+    with pytest.raises(SandboxFailure, match="could not run the workflow"):
+        run(GATHER, prompt='P = ""')
+
+
+def _fork_server_children() -> list[int]:
+    """The sandbox's persistent trusted runners: the children of this process's fork server."""
+    kids: dict[int, list[int]] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+                with open(f"/proc/{d}/cmdline", "rb") as fh:
+                    cmd = fh.read()
+            except (OSError, ValueError, IndexError):
+                continue
+            kids.setdefault(ppid, []).append(int(d)) if b"python" in cmd else None
+    return [r for server in kids.get(os.getpid(), []) for r in kids.get(server, [])]
+
+
+def test_a_runner_killed_mid_run_is_a_sandbox_failure_not_a_killed_workflow():
+    import signal
+
+    from evaluators.sandbox import SandboxFailure
+
+    killed: list[int] = []
+
+    async def kill_runners(op, args):
+        if not killed:
+            killed.extend(_fork_server_children())
+            for pid in killed:
+                os.kill(pid, signal.SIGKILL)
+        await asyncio.sleep(1.0)
+        return {"response": "x"}
+
+    with pytest.raises(SandboxFailure, match="runner"):
+        run(GATHER, handler=kill_runners, prompt='P = ""')
+    assert killed, "no sandbox runner found to kill"
+    out, _ = run(GATHER, prompt='P = "after "')  # the sandbox recovers: the next workflow runs
+    assert out.ok, out
+
+
+# ---- the workflow cannot switch its audit hook off by reflection ----------------------------------------------
+
+REFLECT = '''
+import sys
+class Workflow:
+    def __init__(self, *a):
+        pass
+
+    async def __call__(self, problem):
+        notes = []
+        try:
+            import gc
+        except BaseException as e:
+            notes.append("import gc: %r" % e)
+            imp = [c for c in object.__subclasses__() if c.__name__ == "BuiltinImporter"][0]
+            gc = imp.create_module(imp.find_spec("gc"))  # no audit event on this path
+        try:
+            off = (lambda event, args, *a, **k: None).__code__
+            for f in gc.get_objects():
+                if getattr(f, "__code__", None) is not None and f.__code__.co_name == "guard":
+                    try:
+                        f.__code__ = off
+                        notes.append("rewrote a hook")
+                    except BaseException as e:
+                        notes.append("code: %r" % e)
+                        f.__defaults__ = tuple(frozenset() if isinstance(d, frozenset) else d for d in f.__defaults__)
+        except BaseException as e:
+            notes.append("reflection: %r" % e)
+        try:
+            return "SECRET " + open(PATH).read()
+        except BaseException as e:
+            return " | ".join(notes + ["open: %r" % e])
+'''
+
+
+def test_a_workflow_cannot_switch_the_audit_hook_off_by_reflection_and_read_a_planted_file(tmp_path):
+    secret = tmp_path / "planted.txt"
+    secret.write_text("s3cr3t-7f1c")
+    secret.chmod(0o644)
+    os.chmod(tmp_path, 0o755)
+    out, seen = run(REFLECT.replace("PATH", repr(str(secret))))
+    assert "s3cr3t-7f1c" not in (out.answer or "") + out.detail, out
+    assert out.ok and "workflow sandbox: open is not allowed" in out.answer, out  # the hook itself still refused
+    assert "gc.get_objects is not allowed" in out.answer and "rewrote a hook" not in out.answer, out.answer
+
+
+def test_the_hook_function_reads_no_global_and_closes_over_nothing():
+    import dis
+    import types
+
+    from baselines.autoflow.channel import RUNTIME_SOURCE
+
+    seal = next(c for c in compile(RUNTIME_SOURCE, "<runtime>", "exec").co_consts
+                if isinstance(c, types.CodeType) and c.co_name == "_seal")
+    guard = next(c for c in seal.co_consts if isinstance(c, types.CodeType) and c.co_name == "guard")
+    ops = {i.opname for i in dis.get_instructions(guard)}
+    assert not ops & {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF"}, ops
+    assert not guard.co_freevars and not guard.co_cellvars

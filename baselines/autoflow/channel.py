@@ -14,7 +14,14 @@ it crashes, never answers, computes longer than ``idle_timeout_s`` between answe
 sandbox run), exceeds CPU/memory, asks for an operator it may not (``refused``), or touches files,
 processes or sockets (refused inside the sandbox). Infrastructure failures raised by an operator call
 (no reply from the backbone, budget exceeded) are not the workflow's fault: the run is killed and the
-exception propagates, so the runner records the problem as an error (retried, never scored).
+exception propagates, so the runner records the problem as an error (retried, never scored). So does a
+sandbox that could not run the workflow (``ExecResult.infrastructure``, or a trusted runner that died without a
+verdict): :class:`~evaluators.sandbox.SandboxFailure`, never a 0.
+
+Every operator call a workflow starts belongs to its run: a message whose batch would pass ``max_calls`` is
+refused before any of its calls starts, and when a run ends (answered, failed, refused, killed, or the caller
+cancelled) every call still in flight is cancelled and awaited before :func:`run_workflow` returns, so nothing
+reaches the backbone (or the ledger) after the problem's solve() has returned.
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from evaluators.sandbox import Program, run_program_async
+from evaluators.sandbox import ExecResult, Program, SandboxFailure, run_program_async
 
 RUNTIME_SOURCE = (Path(__file__).with_name("sandbox_runtime.py")).read_text(encoding="utf-8")
 LINE_LIMIT = 1 << 24  # bytes per JSON line on the socket
@@ -123,21 +130,29 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     path = os.path.join(base, "c.sock")
     token = secrets.token_hex(16)
     st: dict[str, Any] = {"final": None, "failure": None, "infra": None, "connected": False,
-                          "last": time.monotonic(), "waiting": True, "calls": 0, "requests": []}
+                          "last": time.monotonic(), "waiting": True, "calls": 0, "requests": [],
+                          "conversation": None, "in_flight": set()}
     finished = asyncio.Event()
     t0 = time.monotonic()
 
-    async def answer(call: Any) -> tuple[str, dict[str, Any]]:
-        if not (isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("op"), str)
-                and isinstance(call.get("args"), dict)):
-            raise OperatorRefused(f"malformed request {str(call)[:200]}")
-        size = len(json.dumps(call["args"], ensure_ascii=False))
-        if size > lim.max_arg_chars:
-            raise OperatorRefused(f"{call['op']}: arguments of {size} characters exceed {lim.max_arg_chars}")
-        st["calls"] += 1
-        if st["calls"] > lim.max_calls:
-            raise OperatorRefused(f"more than {lim.max_calls} operator calls")
-        st["requests"].append({"op": call["op"], "args_chars": size})
+    def admit(calls: list[Any]) -> None:
+        """Check a whole batch before any of its calls starts: one bad or excess request refuses them all."""
+        sizes = []
+        for call in calls:
+            if not (isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("op"), str)
+                    and isinstance(call.get("args"), dict)):
+                raise OperatorRefused(f"malformed request {str(call)[:200]}")
+            size = len(json.dumps(call["args"], ensure_ascii=False))
+            if size > lim.max_arg_chars:
+                raise OperatorRefused(f"{call['op']}: arguments of {size} characters exceed {lim.max_arg_chars}")
+            sizes.append(size)
+        if st["calls"] + len(calls) > lim.max_calls:
+            raise OperatorRefused(f"more than {lim.max_calls} operator calls ({st['calls']} made, {len(calls)} "
+                                  "more asked at once)")
+        st["calls"] += len(calls)
+        st["requests"].extend({"op": c["op"], "args_chars": n} for c, n in zip(calls, sizes))
+
+    async def answer(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         try:
             return call["id"], {"ok": await handler(call["op"], call["args"])}
         except OperatorCallError as exc:  # the workflow called an operator wrongly: it sees the error
@@ -152,6 +167,7 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
             writer.close()
             return
         st["connected"] = True
+        st["conversation"] = asyncio.current_task()
 
         async def send(obj: Any) -> None:
             writer.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -172,7 +188,14 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
                 kind = msg.get("type") if isinstance(msg, dict) else None
                 if kind == "calls" and isinstance(msg.get("calls"), list):
                     st["waiting"] = False
-                    pairs = await asyncio.gather(*(answer(c) for c in msg["calls"]))
+                    admit(msg["calls"])
+                    tasks = [asyncio.ensure_future(answer(c)) for c in msg["calls"]]
+                    st["in_flight"].update(tasks)
+                    try:
+                        pairs = await asyncio.gather(*tasks)
+                    finally:  # one call failed (or the run ended): its siblings stop too
+                        await _cancel_all(tasks)
+                        st["in_flight"].difference_update(tasks)
                     await send({"answers": dict(pairs)})
                     st["last"], st["waiting"] = time.monotonic(), True
                 elif kind == "final":
@@ -193,6 +216,8 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
             st["failure"] = ("protocol", f"{type(exc).__name__}: {exc}")
         except (ConnectionError, asyncio.IncompleteReadError) as exc:
             st["failure"] = st["failure"] or ("crash", f"channel lost: {exc}")
+        except asyncio.CancelledError:  # run_workflow ended the run
+            raise
         except BaseException as exc:  # noqa: BLE001 - an infrastructure error: re-raised by run_workflow
             st["infra"] = exc
         finally:
@@ -230,6 +255,8 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
         if sandbox.done():
             result = sandbox.result()
     finally:
+        # the run is over: no call it started may outlive it (answered into a dead channel, billed after solve())
+        await _cancel_all([t for t in (st["conversation"], *st["in_flight"]) if t is not None])
         if not sandbox.done():
             sandbox.cancel()  # run_program_async kills the sandbox run on cancellation
             with contextlib.suppress(BaseException):
@@ -240,13 +267,16 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
         shutil.rmtree(base, ignore_errors=True)
     if st["infra"] is not None:
         raise st["infra"]
+    if result is not None and result.status == "error" and "drop privileges" in (result.stderr_tail + result.detail):
+        raise SandboxUnavailable(result.stderr_tail or result.detail)
+    if result is not None and sandbox_failed(result):
+        raise SandboxFailure(f"the sandbox could not run the workflow: {result.status}: {result.detail} "
+                             f"{result.stderr_tail[-500:]}".strip())
     outcome = WorkflowOutcome(ok=False, answer=None, calls=st["calls"], duration_s=time.monotonic() - t0,
                               requests=st["requests"])
     if st["final"] is not None and st["failure"] is None:
         outcome.ok, outcome.answer = True, st["final"]
         return outcome
-    if result is not None and result.status == "error" and "drop privileges" in (result.stderr_tail + result.detail):
-        raise SandboxUnavailable(result.stderr_tail or result.detail)
     if st["failure"] is not None:
         outcome.failure, outcome.detail = st["failure"]
     elif result is not None:
@@ -257,6 +287,26 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     else:
         outcome.failure, outcome.detail = "crash", "the sandbox ended without a verdict"
     return outcome
+
+
+#: how :func:`evaluators.sandbox.verdict.status_without_verdict` says the trusted runner died without a verdict
+#: (killed, crashed): the workflow's own process cannot reach the runner, so this is the sandbox failing
+RUNNER_LOST = ("runner killed by signal", "no verdict from the runner", "the runner ended without a verdict")
+
+
+def sandbox_failed(result: ExecResult) -> bool:
+    """The sandbox, not the workflow, failed: an infrastructure result, or a runner lost without a verdict (a
+    SIGXCPU of the runner stays the workflow's CPU limit)."""
+    return bool(result.infrastructure) or (result.status in ("killed", "error")
+                                           and result.detail.startswith(RUNNER_LOST))
+
+
+async def _cancel_all(tasks: list[asyncio.Future]) -> None:
+    """Cancel ``tasks`` and wait until each has ended (a cancelled backbone call writes its ledger line)."""
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class _HarnessFailure(Exception):

@@ -12,7 +12,9 @@ followed by the workflow's source, as the sandbox "solution". It gives the workf
   ``_wf_step`` return ``{"pending": [...]}``, ``{"done": answer}`` or ``{"error": text}``).
 
 After loading, an audit hook of its own refuses ``open`` (files), directory listing, process signals and
-imports of modules not loaded yet, on top of the sandbox's (no fork/exec/sockets/ctypes).
+imports of modules not loaded yet, on top of the sandbox's (no fork/exec/sockets/ctypes). It is defence in
+depth (the sandbox's operating-system boundary is the containment), and it is built so that the workflow
+cannot switch it off by reflection (``_seal``).
 """
 # (a plain module: everything below runs in the untrusted process's namespace)
 import sys as _sys
@@ -320,16 +322,32 @@ _PREVENT = frozenset({"open", "os.listdir", "os.scandir", "os.remove", "os.renam
                       "os.chmod", "os.chown", "os.kill", "os.killpg", "os.truncate", "os.link", "os.symlink",
                       "os.utime", "os.chdir", "shutil.rmtree", "shutil.copyfile", "signal.pthread_kill",
                       "sys.setprofile", "sys.settrace", "glob.glob", "pty.spawn",
-                      "resource.setrlimit", "os.putenv", "os.unsetenv", "marshal.loads", "code.__new__"})
+                      "resource.setrlimit", "os.putenv", "os.unsetenv", "marshal.loads", "code.__new__",
+                      # reflection that reaches this hook's function object (only the collector enumerates it)
+                      "gc.get_objects", "gc.get_referrers", "gc.get_referents", "sys._current_frames"})
+#: function attributes whose assignment would rewrite a hook (or any function) already installed
+_FROZEN_ATTRS = frozenset({"__code__", "__defaults__", "__kwdefaults__"})
+#: modules a workflow may not import even though the sandbox loaded them (``gc`` enumerates every object)
+_HIDDEN = frozenset({"gc"})
 
 
 def _seal():
-    loaded = frozenset(_sys.modules)
+    """Install the audit hook. It must not be switchable off from inside: the hook function refers to no
+    global, no closure cell and no mutable object (every name it uses is bound as an immutable default or a
+    builtin type, read once here), the only way to reach the function object itself (the collector's
+    ``gc.get_objects``/``get_referrers``) is refused, and so is rewriting any function's ``__code__`` or
+    defaults; ``gc`` is taken out of ``sys.modules`` and cannot be imported (the sandbox's fork server loaded it)."""
+    for name in _HIDDEN:
+        _sys.modules.pop(name, None)
+    loaded = frozenset(m for m in _sys.modules if m.partition(".")[0] not in _HIDDEN)
 
-    def guard(event, args, _p=_PREVENT, _loaded=loaded, _perm=PermissionError, _str=str):
+    def guard(event, args, _p=_PREVENT, _loaded=loaded, _frozen=_FROZEN_ATTRS, _perm=PermissionError,
+              _str=str, _type=type, _len=len):
         if event in _p:
             raise _perm("workflow sandbox: %s is not allowed" % event)
-        if event == "import" and args and type(args[0]) is _str and args[0] not in _loaded \
+        if event == "object.__setattr__" and _len(args) > 1 and _type(args[1]) is _str and args[1] in _frozen:
+            raise _perm("workflow sandbox: setting %s is not allowed" % args[1])
+        if event == "import" and args and _type(args[0]) is _str and args[0] not in _loaded \
                 and args[0].partition(".")[0] not in _loaded:
             raise _perm("workflow sandbox: importing %s is not allowed (only modules already loaded)" % args[0])
     _sys.addaudithook(guard)
