@@ -20,7 +20,7 @@ CHOICES = {
     "uncertainty": {"mean", "min", "noisy_or", "last"},
     "suspend_rule": {"any", "local_only"},
     "evidence": {"closed_book", "bm25", "tool"},
-    "on_plan_failure": {"fallback", "error"},
+    "fallback": {"use", "error"},
     "cost_form": {"sqrt", "log", "linear"},
 }
 
@@ -57,7 +57,8 @@ class Options:
     max_patches: int = 3                  # patch nodes per problem
     max_reconstructions: int = 2          # subgraph reconstructions per problem
     max_nodes: int = 14                   # node executions per problem (patches and subgraphs included)
-    on_plan_failure: str = "fallback"     # fallback: the default 2-node plan (E_logic -> E_expr), labelled | error
+    fallback: str = "use"                 # use: the labelled 2-node plan (E_logic -> E_expr) runs, counted per
+                                          # problem and shown in every table cell | error: the problem is an error
     # E_rag's evidence
     evidence: str = "closed_book"         # closed_book | bm25 (local index over `corpus`) | tool (benchmark/web tool)
     corpus: str | None = None             # bm25: a .jsonl ({"title"?, "text"}) or .txt (one passage a line)
@@ -77,8 +78,11 @@ class Options:
 
     @classmethod
     def build(cls, params: dict[str, Any]) -> "Options":
-        opts = build_variant_options(cls, params, VARIANTS, canonical_variant, "DynaGraph")
-        return opts
+        params = dict(params)
+        if "on_plan_failure" in params:       # the option's earlier name (fallback | error)
+            old = params.pop("on_plan_failure")
+            params.setdefault("fallback", "use" if old == "fallback" else old)
+        return build_variant_options(cls, params, VARIANTS, canonical_variant, "DynaGraph")
 
     def validate(self) -> None:
         for name, allowed in CHOICES.items():

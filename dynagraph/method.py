@@ -20,6 +20,7 @@ from baselines.common import has_final_answer
 from dynagraph import prompts as P
 from dynagraph.artifacts import ArtifactStore
 from dynagraph.config import Options, method_name
+from dynagraph.counts import plan_counts
 from dynagraph.evaluator import Budget, decide
 from dynagraph.evidence import make_source
 from dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, parse_feedback, parse_json_object,
@@ -35,7 +36,7 @@ def _errors_text(errors: list[str], limit: int = 6) -> str:
 
 
 class PlanFailure(RuntimeError):
-    """The planner gave no valid plan within max_plan_attempts and on_plan_failure=error."""
+    """The planner gave no valid plan within max_plan_attempts and fallback=error."""
 
 
 @dataclass
@@ -69,7 +70,7 @@ class Trajectory:
                 "reconstructions": ops.count("reconstruct"),
                 "plan_legal_first_try": bool(first.get("attempts") and first["attempts"][0]["check"]["ok"]),
                 "fallback_plan": any(p.get("fallback") for p in self.plans if p["kind"] != "patch"),
-                "fallback_patches": sum(bool(p.get("fallback")) for p in self.plans if p["kind"] == "patch"),
+                **plan_counts(self.plans),
                 "stopped": self.stopped,
                 "seconds": round(time.perf_counter() - self.t0, 3)}
 
@@ -128,7 +129,7 @@ class DynaGraph:
                 return check.nodes
             messages = [*messages, {"role": "assistant", "content": raw},
                         {"role": "user", "content": P.PLAN_RETRY.format(errors=_errors_text(check.errors))}]
-        if o.on_plan_failure == "error":
+        if o.fallback == "error":
             raise PlanFailure(f"no valid {kind} after {o.max_plan_attempts} planner answers: "
                               f"{record['attempts'][-1]['check']['errors']}")
         record["fallback"] = True

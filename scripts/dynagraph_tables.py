@@ -6,9 +6,12 @@ ablation: Acc, latency), ours beside the paper's known cells (dynagraph-suppleme
 
 Metrics per cell, from the runs on disk: accuracy (% over answered problems; a run with errors is "incomplete" and
 never averaged), tokens per problem (prompt + completion of every call: planning, failed and reconstructed
-branches included), TFLOPs per problem (2 x parameters x tokens, from the ledger), mean end-to-end latency per
-problem (the runner's per-problem wall time; runs are unbatched only with runner.max_concurrent_problems=1, which
-the embedded protocol sets). Peak serving memory comes from ``bench/dynagraph_memory.py --json
+branches included), TFLOPs per problem (2 x parameters x tokens, from the ledger; "—" with the reason when a
+backbone's parameter count is unknown, never 0), mean end-to-end latency per problem (the runner's per-problem wall
+time over the problems whose every call was fresh: a replayed cache hit has no latency, so a cell with replayed
+problems says how many it left out, "—" when all were; runs are unbatched only with
+runner.max_concurrent_problems=1, which the plan sets). DynaGraph cells also count fallbacks and re-asks
+(``dynagraph.counts``, from predictions.jsonl). Peak serving memory comes from ``bench/dynagraph_memory.py --json
 results/dynagraph/memory.json`` when that file exists. Writes results/dynagraph/table{1,2}.{md,tex,csv}.
 """
 from __future__ import annotations
@@ -20,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from dynagraph.counts import cell_note, run_counts
 from scripts.collect import RunIndex
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
@@ -28,7 +32,8 @@ from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_expe
 OPTIONS = {"table": "1", "backbone": "local", "protocol": None, "methods": None, "benchmarks": None, "limit": None,
            "report_only": "false", "dry_run": "false", "logger": "none", "results_root": "results"}
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "acc", "n_problems", "n_errors",
-              "tokens_per_problem", "tflops_per_problem", "latency_s", "paper_acc", "paper_tok", "paper_lat",
+              "tokens_per_problem", "tflops_per_problem", "latency_s", "latency_problems", "latency_replayed",
+              "fallbacks", "reasks", "fallback_patches", "fallback_errors", "paper_acc", "paper_tok", "paper_lat",
               "footnotes", "reason", "sources"]
 
 
@@ -73,13 +78,78 @@ def _folder(method: str) -> str:
     return name if isinstance(name, str) and "${" not in name else method_folder(method)
 
 
+def _is_dynagraph(method: str | None) -> bool:
+    return str((method_config(method) or {}).get("solver") or "").startswith("dynagraph.") if method else False
+
+
+def _flops(runs: list[Any]) -> tuple[float | None, str | None]:
+    """(FLOPs summed over the runs' answered calls, None) or (None, why unknown): a call whose backbone has no
+    parameter count records ``flops: null``; that is unknown, never 0."""
+    total, unknown = 0.0, set()
+    for r in runs:
+        for c in r.calls():
+            if c.get("error"):
+                continue
+            if c.get("flops") is None:
+                unknown.add(str(c.get("model") or c.get("role") or "?"))
+            else:
+                total += float(c["flops"])
+    if unknown:
+        return None, (f"TFLOPs unknown: no parameter count for {', '.join(sorted(unknown))} (set `params:` in the "
+                      "backbone config, e.g. VLLM_MODEL_PARAMS for vllm)")
+    return total, None
+
+
+def _fresh_latency(runs: list[Any]) -> dict[str, Any]:
+    """Mean per-problem latency over the answered problems whose every call was fresh. A cached call has no
+    latency (it was replayed, e.g. from the full variant's run into an ablation's), so a problem with any replayed
+    call says nothing about latency; it is left out and counted. Calls are matched to the scored attempt by the
+    ``attempt`` id both files carry (a record without one counts ``calls - backbone_calls`` as replayed)."""
+    lats, replayed, total = [], 0, 0
+    for r in runs:
+        hits: dict[str, int] = {}
+        for c in r.calls():
+            if c.get("cache_hit"):
+                hits[str(c.get("attempt"))] = hits.get(str(c.get("attempt")), 0) + 1
+        for p in r.predictions():
+            if p.get("status") == "error":
+                continue
+            total += 1
+            n_hit = hits.get(str(p["attempt"]), 0) if p.get("attempt") is not None else \
+                int(p.get("calls") or 0) - int(p.get("backbone_calls", p.get("calls")) or 0)
+            if n_hit:
+                replayed += 1
+            else:
+                lats.append(float(p.get("latency_s") or 0.0))
+    mean = sum(lats) / len(lats) if lats else None
+    if not replayed:
+        note = None
+    elif mean is None:
+        note = f"all {total} problems replayed calls from the cache: no latency measured"
+    else:
+        note = f"latency over {len(lats)} of {total} problems ({replayed} replayed calls from the cache)"
+    return {"lat": mean, "lat_n": len(lats), "lat_replayed": replayed, "lat_note": note}
+
+
 def _cell_metrics(agg: Any) -> dict[str, Any]:
     runs = agg.scored
     n = sum(r.n for r in runs) or 1
     tokens = sum(r.totals("prompt_tokens") + r.totals("completion_tokens") for r in runs) / n
-    flops = sum(v.get("flops", 0.0) for r in runs for v in r.by_role().values()) / n   # 2 x params x tokens
-    lats = [float(p.get("latency_s") or 0.0) for r in runs for p in r.predictions() if p.get("status") != "error"]
-    return {"acc": agg.mean, "tokens": tokens, "tflops": flops / 1e12, "lat": sum(lats) / len(lats) if lats else None}
+    flops, flops_why = _flops(runs)                        # 2 x params x tokens, from the ledger
+    return {"acc": agg.mean, "tokens": tokens, "tflops": None if flops is None else flops / n / 1e12,
+            "tflops_note": flops_why, **_fresh_latency(runs)}
+
+
+def _lat_text(cm: dict[str, Any]) -> str:
+    if cm["lat"] is None:
+        return "—"
+    return f"{cm['lat']:.1f}" + (f" ({cm['lat_n']} fresh of {cm['lat_n'] + cm['lat_replayed']})"
+                                 if cm["lat_replayed"] else "")
+
+
+def _count_fields(c: dict[str, int]) -> dict[str, int]:
+    return {"fallbacks": c["problems_with_fallback"], "reasks": c["reasks"], "fallback_patches": c["fallback_patches"],
+            "fallback_errors": c["fallback_errors"]}
 
 
 PAPER_MIX = {"strategyqa": "85% patching", "math": "59% reconstruction"}
@@ -122,7 +192,7 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
     if backbone.startswith("local"):
         title += " — numbers on the embedded 0.5B CPU model, not comparable to the paper's"
     table = Table(title, cols, label=f"tab:dynagraph{table_no}-{backbone}")
-    feet, records, bad = Footnotes(), [], []
+    feet, records, bad, cell_notes = Footnotes(), [], [], []
     for row in exp["rows"]:
         m = row.get("method")
         key = m or row["label"]
@@ -153,20 +223,31 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                 cells += ["—"] * width + [ptxt]
                 records.append({**base, "status": "not_run", "reason": "not run yet"})
                 continue
+            counts = run_counts(p for r in agg.runs for p in r.predictions()) if _is_dynagraph(m) else None
             if agg.incomplete:
-                cells += [agg.incomplete_text()] + ["—"] * (width - 1) + [ptxt]
-                bad.append(f"{row['label']} / {labels.get(b, b)}: {agg.incomplete_text()}")
+                text = agg.incomplete_text() + (f" ({counts['fallback_errors']} by fallback=error)"
+                                                if counts and counts["fallback_errors"] else "")
+                text += f", {cell_note(counts)}" if counts else ""
+                cells += [text] + ["—"] * (width - 1) + [ptxt]
+                bad.append(f"{row['label']} / {labels.get(b, b)}: {text}")
                 records.append({**base, "status": "incomplete", "reason": "errors or unanswered problems: not averaged",
-                                "n_errors": agg.n_errors, "sources": ";".join(agg.sources(root))})
+                                "n_errors": agg.n_errors, "sources": ";".join(agg.sources(root)),
+                                **(_count_fields(counts) if counts else {})})
                 continue
             cm = _cell_metrics(agg)
-            acc = f"{fmt(cm['acc'])} (n={agg.n_problems})"
-            lat = "—" if cm["lat"] is None else f"{cm['lat']:.1f}"
-            cells += ([acc, f"{cm['tokens']:.0f} / {cm['tflops']:.3g}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
+            acc = f"{fmt(cm['acc'])} (n={agg.n_problems})" + (f", {cell_note(counts)}" if counts else "")
+            lat = _lat_text(cm)
+            tfl = "—" if cm["tflops"] is None else f"{cm['tflops']:.3g}"
+            cells += ([acc, f"{cm['tokens']:.0f} / {tfl}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
+            for why in (cm["tflops_note"] if table_no == 1 else None, cm["lat_note"]):
+                if why:
+                    cell_notes.append(f"{row['label']} / {labels.get(b, b)}: {why}")
             records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
                             "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
                             "tflops_per_problem": cm["tflops"], "latency_s": cm["lat"],
-                            "sources": ";".join(agg.sources(root))})
+                            "latency_problems": cm["lat_n"], "latency_replayed": cm["lat_replayed"],
+                            "reason": "; ".join(x for x in (cm["tflops_note"], cm["lat_note"]) if x) or None,
+                            "sources": ";".join(agg.sources(root)), **(_count_fields(counts) if counts else {})})
         table.rows.append([Cell(row["label"], bold=row.get("group") == "ours", sup=feet.marks(devs) if devs else ""),
                            *cells])
     notes = [f"paper: known cells only (dynagraph-supplement.md); {n}" for n in
@@ -183,6 +264,12 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                      f"({d['ratio_three_over_dynagraph']:.2f}x); paper 16.6 GB vs > 49.5 GB")
     elif table_no == 1:
         notes.append("peak serving memory: run `python bench/dynagraph_memory.py --json results/dynagraph/memory.json`")
+    if any(_is_dynagraph(r.get("method")) for r in exp["rows"]):
+        notes.append("DynaGraph cells: fallback = problems answered by the labelled fallback plan (after "
+                     "max_plan_attempts failed planner answers), re-asks = re-asked planner answers, default patches = "
+                     "patches the planner's unusable answer left to the default; `method.params.fallback=error` makes a "
+                     "fallback problem an error (the cell is then incomplete)")
+    notes.extend(cell_notes)
     if bad:
         notes.append("incomplete = errors (not wrong answers) or unanswered problems; never averaged: " + " | ".join(bad))
     if feet.texts:

@@ -55,3 +55,78 @@ def test_table1_cells_paper_column_and_mix(tmp_path: Path, tiny_data: Path):
                                              "w/o Subgraph Reconstruction"]
     assert next(r for r in rec2 if r["method"] == "dynagraph_wo_reconstruction" and r["benchmark"] == "math")[
         "paper_acc"] == 41.5
+
+
+# ---- issue 20: fallbacks counted, latency from fresh calls only, unknown TFLOPs ------------------------------
+
+DG = {"name": "dynagraph", "solver": "dynagraph.method:DynaGraph", "roles": ["planner", "expert1", "expert2", "expert3"]}
+
+
+def _spec(tmp_path: Path, root: str, *, limit: int = 2, **params) -> RunSpec:
+    """A DynaGraph run into results folder ``root``; every run of a test shares one response cache."""
+    s = spec_for(tmp_path, {**DG, "params": params}, "strategyqa")
+    s.benchmark_cfg["limit"] = limit
+    s.results_root = tmp_path / root
+    return s
+
+
+def _never_a_plan(messages, sampling):
+    last = messages[-1]["content"]
+    if "Write a plan" in last or "was rejected" in last or "Write a new sub-plan" in last:
+        return "first I think about it"                   # never JSON: every plan is re-asked, then the fallback
+    return script_factory(bad_first_plan=False)(messages, sampling)
+
+
+def _dg_row(table):
+    return next(r for r in table.rows if r[0].text == "DynaGraph")
+
+
+def test_an_all_fallback_run_says_so_in_its_cell_and_fallback_error_makes_it_incomplete(tmp_path: Path, tiny_data):
+    run(_spec(tmp_path, "r"), ScriptedBackbone(_never_a_plan))
+    exp = load_experiment("dynagraph_table1")
+    table, records = build(tmp_path / "r", "scripted", exp, 1)
+    cell = _dg_row(table)[1]
+    assert cell.startswith("100.0 (n=2)") and "fallback 2, re-asks 4" in cell, cell   # 3 answers per plan: 2 re-asks
+    rec = next(r for r in records if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")
+    assert (rec["fallbacks"], rec["reasks"]) == (2, 4)
+    assert any("fallback = problems answered by the labelled fallback plan" in n for n in table.notes)
+    cot = next(r for r in table.rows if r[0].text == "CoT")
+    assert "fallback" not in str(cot[1])                  # only DynaGraph's own rows carry the counts
+    # fallback=error: the same problems are errors, the cell is incomplete and never averaged
+    run(_spec(tmp_path, "e", fallback="error"), ScriptedBackbone(_never_a_plan))
+    table, records = build(tmp_path / "e", "scripted", exp, 1)
+    cell = _dg_row(table)[1]
+    assert cell.startswith("incomplete 0/2, 2 errors (2 by fallback=error)"), cell
+    assert next(r for r in records if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")[
+        "status"] == "incomplete"
+
+
+def test_latency_comes_from_fresh_calls_only(tmp_path: Path, tiny_data):
+    slow = lambda: ScriptedBackbone(script_factory(bad_first_plan=False), delay_s=0.02)  # noqa: E731
+    exp = load_experiment("dynagraph_table1")
+    run(_spec(tmp_path, "a", limit=1), slow())              # p0's calls go into the shared cache
+    run(_spec(tmp_path, "b", limit=2), slow())              # p0 replayed, p1 fresh
+    run(_spec(tmp_path, "c", limit=2), slow())              # everything replayed
+    t_b, rec_b = build(tmp_path / "b", "scripted", exp, 1)
+    lat_b = _dg_row(t_b)[3]
+    assert lat_b.endswith("(1 fresh of 2)"), lat_b
+    assert any("latency over 1 of 2 problems (1 replayed calls from the cache)" in n for n in t_b.notes)
+    rb = next(r for r in rec_b if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")
+    assert (rb["latency_problems"], rb["latency_replayed"]) == (1, 1) and rb["latency_s"] >= 0.02 * 6  # 6 calls
+    t_c, rec_c = build(tmp_path / "c", "scripted", exp, 1)
+    assert _dg_row(t_c)[3] == "—"
+    assert any("all 2 problems replayed calls from the cache: no latency measured" in n for n in t_c.notes)
+    rc = next(r for r in rec_c if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")
+    assert rc["latency_s"] is None and "no latency measured" in rc["reason"]
+    t2, _ = build(tmp_path / "c", "scripted", load_experiment("dynagraph_table2"), 2)
+    assert next(r for r in t2.rows if r[0].text == "DynaGraph (full)")[2] == "—"
+
+
+def test_tflops_of_a_backbone_without_a_parameter_count_are_unknown_not_zero(tmp_path: Path, tiny_data):
+    run(_spec(tmp_path, "r"), ScriptedBackbone(script_factory(bad_first_plan=False), params=None))
+    table, records = build(tmp_path / "r", "scripted", load_experiment("dynagraph_table1"), 1)
+    toks, tflops = _dg_row(table)[2].split(" / ")
+    assert int(toks) > 0 and tflops == "—"
+    assert any("TFLOPs unknown: no parameter count for scripted-model" in n for n in table.notes)
+    rec = next(r for r in records if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")
+    assert rec["tflops_per_problem"] is None and "TFLOPs unknown" in rec["reason"]
