@@ -38,7 +38,7 @@ PLAN = [["GENERATE_PLAN", "GENERATE_ANSWER", "REVIEW_SOLUTION"], ["ORGANIZE_SOLU
 
 def make_run(root: Path, bench: str, outcomes: list[float | None], *, run_id: str | None = None,
              errors: int = 0, designer: dict | None = None, judge: list[float] | None = None,
-             plan: list[list[str]] = PLAN) -> Path:
+             plan: list[list[str]] = PLAN, split: str | None = "train") -> Path:
     """A DyFlow run folder as the runner writes it. ``outcomes``: each problem's score; each problem's stages use
     ``plan``'s templates (default: plan+answer+review, then organize); ``errors`` problems ended in an
     infrastructure error."""
@@ -62,9 +62,11 @@ def make_run(root: Path, bench: str, outcomes: list[float | None], *, run_id: st
     (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
     (d / "meta.json").write_text(json.dumps({"run_id": run_id or f"selfplay/{bench}/dyflow/local/42",
                                              "benchmark": {"name": bench, "version": "1"},
+                                             **({"data": {"split": split}} if split else {}),
                                              "roles": {"designer": designer or DESIGNER,
                                                        "executor": {"backbone": "local"}}}))
-    (d / "config.yaml").write_text(f"method: {{name: dyflow}}\nbenchmark: {{name: {bench}}}\nseed: 42\n")
+    (d / "config.yaml").write_text(f"method: {{name: dyflow}}\nbenchmark: {{name: {bench}"
+                                   + (f", split: {split}" if split else "") + "}\nseed: 42\n")
     return d
 
 
@@ -169,7 +171,7 @@ def test_collect_from_a_real_dyflow_run(tmp_path: Path, tiny_data):
                 return "Reasoning... ANSWER: 999"          # the executor errs on odd problems
             return super().__call__(messages, sampling)
 
-    metrics, preds, _ = run_dyflow(tmp_path / "run", WrongOnOdd([[SOLVE], [ORGANIZE]]), limit=4)
+    metrics, preds, _ = run_dyflow(tmp_path / "run", WrongOnOdd([[SOLVE], [ORGANIZE]]), limit=4, split="train")
     assert [p["score"] for p in preds] == [1.0, 0.0, 1.0, 0.0] and executor_answer("What is 1+1?").endswith("2")
     res = collect([tmp_path / "run" / "results"], tmp_path / "data")
     assert len(res.sft.rows) == 4 and res.kto.provenance["counts"]["before_balancing"] == {"desirable": 4,
@@ -192,3 +194,25 @@ def test_serve_overrides_declare_every_trained_adapter(tmp_path: Path):
                           f"+backbone.adapters.dyplanner_sft.path={(tmp_path / 'sft').resolve() / 'adapter.gguf'}",
                           "roles.designer.adapter=dyplanner"]
     assert s["peft-local"][1].endswith("kto/adapter") and "dyplanner_sft=" in s["vllm"][-1]
+
+
+def test_self_play_collection_refuses_a_run_on_a_scored_split(tmp_path: Path, capsys):
+    """Training data never comes from a split that is scored: a test-split run (or one that recorded no split)
+    stops the collection before anything is written, in one line naming the run and its split."""
+    from training.splits import ScoredSplitError
+
+    root = tmp_path / "results"
+    make_run(root / "ok", "math", [1.0, 0.0])
+    bad = make_run(root / "bad", "pubmedqa", [1.0, 0.0], run_id="table1/pubmedqa/dyflow/local/42", split="test")
+    with pytest.raises(ScoredSplitError, match=r"run table1/pubmedqa/dyflow/local/42 .* read split 'test'"):
+        collect([root], tmp_path / "data")
+    assert not (tmp_path / "data").exists()
+    assert main([f"runs={root}", f"out={tmp_path / 'data'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "read split 'test'" in err and str(bad) in err
+    assert len(collect([root], tmp_path / "d2", CollectOptions(train_splits=("train", "test"))).summary["runs"]) == 2
+    make_run(root / "bad", "pubmedqa", [1.0, 0.0], split=None)            # no split recorded: refused too
+    with pytest.raises(ScoredSplitError, match="records no split"):
+        collect([root], tmp_path / "data")
+    res = collect([root / "ok"], tmp_path / "data")                        # the train-split run alone is fine
+    assert res.summary["runs"][0]["split"] == "train"

@@ -14,7 +14,7 @@ from harness.llm import request_seed
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_dynagraph import plan, script_factory
-from training.datasets import build_dpo, build_sft, find_runs, read_dataset
+from training.datasets import build_dpo, build_sft, find_runs, read_dataset, trajectories
 
 
 def test_critic_reward_on_hand_computed_trajectories():
@@ -115,3 +115,69 @@ def test_dpo_on_the_tiny_model_loss_falls_and_the_adapter_changes_generations(sa
         outs.append(r["choices"][0]["message"]["content"])
         llm.close()
     assert outs[0] != outs[1], outs
+
+
+# ---- issue 20 item 9: the critic's legality uses the runtime's limits; each candidate its own outcome ---------
+
+def _mixed_script():
+    """Sample 0 answers wrong (999); sample 1's first plan has 7 nodes (the runtime's max_plan_nodes is 6: refused
+    and re-asked, then a legal 3-node plan answers right); sample 2 plans 2 nodes and answers right."""
+    inner = script_factory(bad_first_plan=False)
+
+    def script(messages, sampling):
+        last = messages[-1]["content"]
+        s = SEEDS.get(sampling["seed"])
+        if "Write a plan" in last and len(messages) == 2:
+            if s == 1:
+                return plan(*[(f"v{i}", "E_rag", []) for i in range(1, 7)], ("v7", "E_expr", [f"v{i}" for i in range(1, 7)]))
+            if s == 2:
+                return plan(("v1", "E_logic", []), ("v2", "E_expr", ["v1"]))
+        out = inner(messages, sampling)
+        if messages[0]["content"].startswith("You are E_expr") and s == 0:
+            return json.dumps({"draft": "The sum is 999. ANSWER: 999", "unsupported": [], "confidence": 0.9})
+        return out
+    return script
+
+
+@pytest.fixture
+def mixed_run(tmp_path: Path, tiny_data: Path) -> Path:
+    method = {"name": "dynagraph_sample", "solver": "dynagraph.method:DynaGraph",
+              "roles": ["planner", "expert1", "expert2", "expert3"], "params": {"plan_samples": 3}}
+    spec = make_spec(tmp_path, method, limit=1)
+    m = run(spec, ScriptedBackbone(_mixed_script()))
+    assert m["n"] == 1 and m["score"] == 0.0                      # the scored candidate 0 is wrong
+    return spec.out_dir
+
+
+def test_a_plan_the_runtime_refused_is_illegal_for_the_critic(mixed_run: Path, tmp_path: Path):
+    t = json.loads((mixed_run / "predictions.jsonl").read_text().splitlines()[0])["trace"]
+    first = t["candidates"][1]["plans"][0]["attempts"]
+    assert not first[0]["check"]["ok"] and "at most 6" in first[0]["check"]["errors"][-1] and first[1]["check"]["ok"]
+    ex = {e.meta["sample"]: e for e in critic_plans()(next(iter(trajectories(find_runs([mixed_run])))))}
+    assert ex[1].meta["legal"] is False and ex[1].label == 0.0    # not credited with the re-asked plan's result
+    assert ex[1].meta["phi_task"] == 1.0 and ex[2].meta["legal"] and ex[2].label > 0
+    ds = build_dpo(find_runs([mixed_run]), critic_plans(), tmp_path / "dpo.jsonl")
+    assert len(json.loads(ds.rows[0]["chosen"])["nodes"]) == 2   # sample 2's legal plan beats both
+
+
+def test_each_candidate_is_labelled_by_its_own_answer(mixed_run: Path, tmp_path: Path):
+    traj = next(iter(trajectories(find_runs([mixed_run]))))
+    phis = {e.meta["sample"]: e.meta["phi_task"] for e in critic_plans()(traj)}
+    assert phis == {0: 0.0, 1: 1.0, 2: 1.0}
+    sft = build_sft(find_runs([mixed_run]), expert_steps(), tmp_path / "expr.jsonl", roles=["expert3"])
+    assert sft.rows and all("999" not in r["completion"] for r in sft.rows)   # only the solved candidates' drafts
+    labels = {}
+    for e in expert_steps()(traj):
+        labels.setdefault(e.meta["candidate"], set()).add(e.label)
+    assert labels[0] == {False} and True in labels[1] and True in labels[2]
+
+
+def test_dpo_and_sft_builders_refuse_a_scored_split(mixed_run: Path, tmp_path: Path, capsys):
+    from dynagraph.train.__main__ import main
+
+    assert main(["dpo", str(mixed_run), "--out", str(tmp_path / "dpo.jsonl")]) == 2      # make_spec's split: test
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "read split 'test'" in err and str(mixed_run) in err
+    assert not (tmp_path / "dpo.jsonl").exists()
+    assert main(["sft", str(mixed_run), "--out", str(tmp_path / "sft")]) == 2
+    assert main(["dpo", str(mixed_run), "--out", str(tmp_path / "dpo.jsonl"), "--train-splits", "train,test"]) == 0

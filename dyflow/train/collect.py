@@ -22,6 +22,8 @@ The choices the paper leaves open are named options (``CollectOptions``), record
 - ``label_source``: ``score`` (default, the deterministic scorer) or ``judge_score`` (the LLM judge, as the paper
   scores MATH/LiveBench/SocialMaze); a problem without that field is dropped, never guessed.
 - ``threshold``: a score ``>=`` it is success (1.0).
+- ``train_splits``: the splits a source run may have read (``train``); a run on any other split (a scored one: test,
+  dev, all) or one that recorded none is refused before anything is written (``training.splits``).
 
 Only problems that were answered (``status: ok``) are read (``training.datasets``): an errored problem is never
 training data. The score is read after the run: DyFlow never saw it while designing.
@@ -38,6 +40,7 @@ from typing import Any, Sequence
 
 from dyflow.schema import StageGraph, stage_from_trace
 from training.datasets import Dataset, Example, RunSource, Trajectory, build_kto, build_sft, find_runs
+from training.splits import TRAIN_SPLITS, refuse_scored_splits, run_split
 
 __all__ = ["CollectOptions", "CollectResult", "collect", "designer_identity", "stage_examples", "main"]
 
@@ -56,6 +59,7 @@ class CollectOptions:
     seed: int = 0
     stages_key: str = "stages"
     benchmarks: tuple[str, ...] | None = None   # keep only runs of these benchmarks (cross-task training, Table 3)
+    train_splits: tuple[str, ...] = TRAIN_SPLITS   # splits a source run may have read; a scored split is refused
 
     def check(self) -> None:
         for key, allowed in (("prompt", PROMPTS), ("completion", COMPLETIONS), ("label_source", LABEL_SOURCES)):
@@ -164,6 +168,7 @@ def collect(paths: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[
     opts = opts or CollectOptions()
     opts.check()
     runs = find_runs(paths)
+    refuse_scored_splits(runs, opts.train_splits, builder="dyflow.train.collect")
     out = Path(out_dir)
     sft_x, kto_x = stage_examples(opts), stage_examples(opts)
     sft = build_sft(runs, sft_x, out / "designer-sft.jsonl", keep="desirable", roles=["designer"])
@@ -171,7 +176,8 @@ def collect(paths: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[
     summary = {
         "collector": "dyflow.train.collect", "options": {**asdict(opts), "benchmarks": list(opts.benchmarks)
                                                          if opts.benchmarks is not None else None},
-        "runs": [{"run_id": r.run_id, "path": str(r.root), "benchmark": _bench(r), "designer": designer_identity(r),
+        "runs": [{"run_id": r.run_id, "path": str(r.root), "benchmark": _bench(r), "split": run_split(r),
+                  "designer": designer_identity(r),
                   "files": r.files} for r in runs],
         "designers": sorted({json.dumps(designer_identity(r), sort_keys=True, default=str) for r in runs}),
         "sft": {"path": str(sft.path), "sha256": sft.sha256, "counts": sft.provenance["counts"]},
@@ -196,7 +202,7 @@ def _parse(argv: Sequence[str]) -> tuple[list[str], str, CollectOptions]:
     if not runs or not out:
         raise SystemExit("usage: python -m dyflow.train.collect runs=<run folders, comma-separated> out=<folder> "
                          "[prompt=messages|summary] [completion=raw|stage] [label_source=score|judge_score] "
-                         "[threshold=1.0] [ratio=1.0|none] [seed=0] [benchmarks=math,pubmedqa,...]")
+                         "[threshold=1.0] [ratio=1.0|none] [seed=0] [benchmarks=math,pubmedqa,...] [train_splits=train]")
     return runs, out, _parse_options(kv)
 
 
@@ -212,7 +218,7 @@ def _parse_options(kv: dict[str, str]) -> CollectOptions:
             o[k] = None if v.lower() in ("none", "null") else float(v)
         elif k == "seed":
             o[k] = int(v)
-        elif k == "benchmarks":
+        elif k in ("benchmarks", "train_splits"):
             o[k] = tuple(b for b in v.split(",") if b)
         else:
             raise ValueError(f"unknown option {k!r}")

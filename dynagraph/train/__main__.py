@@ -2,6 +2,7 @@
 
     python -m dynagraph.train dpo results/dynagraph-dpo/strategyqa  --out data/train/dynagraph-planner-dpo.jsonl
     python -m dynagraph.train sft results/dynagraph-teacher/strategyqa --out data/train/dynagraph-experts
+    # every source run must have read a training split (--train-splits, default train): a scored split is refused
     # then: python -m training.train kind=dpo data=data/train/dynagraph-planner-dpo.jsonl base=local \
     #         out=adapters/dynagraph-planner
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from dynagraph.critic import CriticOptions
 from dynagraph.train.data import ROLE_OF_EXPERT, critic_plans, expert_steps
 from training.datasets import build_dpo, build_sft, find_runs
+from training.splits import TRAIN_SPLITS, ScoredSplitError, refuse_scored_splits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,10 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lam-recon", type=float, default=CriticOptions.lam_recon)
     ap.add_argument("--cost-form", default=CriticOptions.cost_form)
     ap.add_argument("--gate", default=CriticOptions.gate)
+    ap.add_argument("--train-splits", default=",".join(TRAIN_SPLITS),
+                    help="splits a source run may have read (comma list); any other split is refused")
     a = ap.parse_args(argv)
-    runs = find_runs(a.runs)
-    if not runs:
-        print(f"no run folders under {a.runs}", file=sys.stderr)
+    try:
+        runs = find_runs(a.runs)
+        refuse_scored_splits(runs, [s for s in a.train_splits.split(",") if s], builder=f"dynagraph.train {a.kind}")
+    except (FileNotFoundError, ScoredSplitError) as exc:
+        print(exc, file=sys.stderr)
         return 2
     if a.kind == "dpo":
         opts = CriticOptions(a.lam_nodes, a.lam_recon, a.cost_form, a.gate)

@@ -50,6 +50,26 @@ def _candidates(trace: dict[str, Any]) -> list[dict[str, Any]]:
     return list(trace.get("candidates") or ([trace] if trace.get("plans") else []))
 
 
+def legal_first_plan(trace: dict[str, Any], candidate: dict[str, Any]) -> bool:
+    """The legality gate on the completion being trained (the candidate's first planner answer), with the
+    runtime's own limits: the check the orchestrator recorded when it ran, and the same validation again with the
+    run's ``max_plan_nodes`` (a plan the runtime refused is illegal, whatever the re-asked plan then achieved)."""
+    first = candidate["plans"][0]["attempts"][0]
+    recorded = (first.get("check") or {}).get("ok")
+    max_nodes = (trace.get("options") or {}).get("max_plan_nodes")
+    again = validate_plan(first["raw"], max_nodes=None if max_nodes is None else int(max_nodes)).ok
+    return again and recorded is not False
+
+
+def candidate_phi(t: Trajectory, c: dict[str, Any], score: Callable[[Trajectory, str], float]) -> float:
+    """Phi_task of one candidate: the runner's own score for the candidate it scored (the trace's top level,
+    candidate 0), the benchmark's scorer on the candidate's answer for the others (each its own, never candidate
+    0's)."""
+    if not t.trace.get("candidates") or c.get("sample", 0) == t.trace.get("sample", 0):
+        return t.score
+    return score(t, c.get("answer", ""))
+
+
 def critic_plans(opts: CriticOptions = CriticOptions(), phi: Callable[[Trajectory, str], float] | None = None
                  ) -> Callable[[Trajectory], list[Example]]:
     """The DPO extractor: one planner Example per executed candidate, labelled with R(tau)."""
@@ -59,8 +79,8 @@ def critic_plans(opts: CriticOptions = CriticOptions(), phi: Callable[[Trajector
         out = []
         for c in _candidates(t.trace):
             first = c["plans"][0]["attempts"][0]
-            legal = validate_plan(first["raw"]).ok   # the legality gate on the completion being trained
-            p = score(t, c.get("answer", ""))
+            legal = legal_first_plan(t.trace, c)
+            p = candidate_phi(t, c, score)
             r = reward(p, legal, int(c["nodes_executed"]), int(c["reconstructions"]), opts)
             out.append(Example(first["messages"], first["raw"], r, "planner",
                                {"sample": c.get("sample"), "phi_task": p, "legal": legal,
@@ -72,16 +92,19 @@ def critic_plans(opts: CriticOptions = CriticOptions(), phi: Callable[[Trajector
     return extract
 
 
-def expert_steps(success_threshold: float = 1.0) -> Callable[[Trajectory], Iterable[Example]]:
-    """The SFT extractor: (expert messages, raw JSON answer) of solved problems' anomaly-free nodes."""
+def expert_steps(success_threshold: float = 1.0, phi: Callable[[Trajectory, str], float] | None = None
+                 ) -> Callable[[Trajectory], Iterable[Example]]:
+    """The SFT extractor: (expert messages, raw JSON answer) of solved candidates' anomaly-free nodes."""
+    score = phi or GoldScorer()
 
     def extract(t: Trajectory) -> list[Example]:
-        ok = t.score >= success_threshold
         out = []
         for c in _candidates(t.trace):
+            ok = candidate_phi(t, c, score) >= success_threshold     # this candidate's own outcome
             for e in c.get("executions", []):
                 out.append(Example(e["messages"], e["raw"], ok and not e["feedback"]["xi"],
-                                   ROLE_OF_EXPERT[e["expert"]], {"node": e["node"], "expert": e["expert"]}))
+                                   ROLE_OF_EXPERT[e["expert"]], {"node": e["node"], "expert": e["expert"],
+                                                                 "candidate": c.get("sample", 0)}))
         return out
 
     extract.__name__ = f"dynagraph.expert_steps[{success_threshold}]"
