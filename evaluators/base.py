@@ -3,6 +3,11 @@
 Subclasses implement ``make_problem`` (raw record → :class:`Problem`),
 ``render`` (what the model reads), ``extract`` (the recorded answer-extraction
 filter) and ``score``. Everything else comes from ``configs/benchmark/*.yaml``.
+
+A scorer keeps two outcomes apart: malformed *model output* (nothing to extract, a program that does not
+run) is a wrong answer (0, extracted None); a scorer that cannot judge (our checker crashed, its child
+died or ran out of time) raises :class:`ScorerFailure`, so the runner retries and then records the
+problem as an error -- never a 0 averaged into a table.
 """
 from __future__ import annotations
 
@@ -17,7 +22,12 @@ from harness.benchmark import Benchmark as CoreBenchmark
 from harness.benchmark import DataInfo, build_benchmark
 from harness.types import Problem
 
-__all__ = ["Benchmark", "DataInfo", "build_benchmark"]
+__all__ = ["Benchmark", "DataInfo", "ScorerFailure", "build_benchmark"]
+
+
+class ScorerFailure(RuntimeError):
+    """Our scorer could not judge an answer (its message names the checker and what failed): an
+    infrastructure failure, so the problem is an error, not a wrong answer."""
 
 
 class Benchmark(CoreBenchmark):

@@ -5,10 +5,16 @@
   ``normalized`` identical after Hendrycks-style ``strip_string`` normalisation (:func:`normalize_math`);
   ``numeric``    both are numbers (plain, fractions, radicals evaluated by sympy) and close;
   ``symbolic``   sympy proves ``simplify(a - b) == 0`` (or tried and failed);
-  ``timeout``    the sympy child exceeded its time limit (counted as not equivalent);
+  ``timeout``    the sympy time limit passed before a verdict (``on_timeout="wrong"`` only: then not
+                 equivalent; by default it raises :class:`~evaluators.base.ScorerFailure`, we could not judge);
   ``none``       there is no prediction.
 Tuples, intervals, unordered answer lists and matrices are compared element-wise and report
 the slowest stage any element needed.
+
+Sympy failing on the model's answer (it does not parse, simplify raises) is a verdict: not equivalent
+(stage ``symbolic``). A child that dies without answering, or one killed at the deadline (unless
+``on_timeout="wrong"``), is not: it raises :class:`~evaluators.base.ScorerFailure` and the problem is an
+error (``benchmark.checker_timeout``).
 
 Anything that touches sympy runs in a forked child process that is SIGKILLed at the
 deadline: sympy can take unbounded time or memory on model output (``9^{9^{9}}``), and
@@ -25,6 +31,7 @@ import time
 from fractions import Fraction
 from typing import Any, Callable
 
+from evaluators.base import ScorerFailure
 from evaluators.killable import TIMEOUT, call_with_deadline
 
 __all__ = ["is_equiv", "normalize_math", "STAGES"]
@@ -408,7 +415,10 @@ def _sympy_compare(a: str, b: str) -> tuple[bool, str]:
     """Runs in the child: numeric comparison when both sides are constants, else simplify."""
     env = _sympy_env()
     sympy = env["sympy"]
-    ea, eb = _to_sympy(env, a), _to_sympy(env, b)
+    try:
+        ea, eb = _to_sympy(env, a), _to_sympy(env, b)
+    except Exception:  # noqa: BLE001 - parse_expr raises many things on odd input: not equivalent
+        return False, "symbolic"
     if ea is None or eb is None or isinstance(ea, tuple) or isinstance(eb, tuple):
         return False, "symbolic"
     if not getattr(ea, "free_symbols", True) and not getattr(eb, "free_symbols", True):
@@ -432,8 +442,9 @@ def _in_child(fn: Callable[..., tuple[bool, str]], args: tuple[Any, ...], timeou
     _sympy_env()  # load before forking: the child inherits it instead of importing for seconds
     try:
         result = call_with_deadline(fn, args, timeout_s)
-    except RuntimeError:  # sympy raised something odd or the child died: not equivalent
-        return False, "symbolic"
+    except RuntimeError as exc:  # our checker crashed or its child died: we could not judge
+        raise ScorerFailure(f"the AFlow-style sympy checker could not judge this answer (its child raised or "
+                            f"died): {exc}") from exc
     if result is TIMEOUT:
         return False, "timeout"
     ok, stage = result
@@ -486,15 +497,24 @@ def _compare(a: str, b: str, deadline: float, depth: int = 0) -> tuple[bool, str
     return _in_child(_sympy_compare, (_clean(a), _clean(b)), left)
 
 
-def is_equiv(pred: str | None, gold: str, timeout_s: float = 5.0) -> tuple[bool, str]:
+def is_equiv(pred: str | None, gold: str, timeout_s: float = 5.0, on_timeout: str = "error") -> tuple[bool, str]:
     """Whether ``pred`` and ``gold`` denote the same MATH answer, and which stage decided.
 
-    ``timeout_s`` bounds the total sympy time of this call (all elements of a tuple together).
+    ``timeout_s`` bounds the total sympy time of this call (all elements of a tuple together). A proven
+    equivalence stands even if some element comparison ran out of time; a "not equivalent" that a timeout
+    left undecided raises :class:`ScorerFailure` unless ``on_timeout="wrong"``.
     """
+    if on_timeout not in ("error", "wrong"):
+        raise ValueError(f"benchmark.checker_timeout={on_timeout!r}: choose one of ['error', 'wrong']")
     if pred is None or gold is None:
         return False, "none"
     deadline = time.monotonic() + timeout_s
     try:
-        return _compare(str(pred), str(gold), deadline)
-    except RecursionError:
+        ok, stage = _compare(str(pred), str(gold), deadline)
+    except RecursionError:  # nesting deeper than Python's stack: malformed model output, not equivalent
         return False, "normalized"
+    if stage == "timeout" and not ok and on_timeout == "error":
+        raise ScorerFailure(f"the AFlow-style sympy checker did not decide within benchmark.symbolic_timeout_s="
+                            f"{timeout_s:g}s (its child was killed); raise the limit, or set "
+                            "benchmark.checker_timeout=wrong to count a timeout as a wrong answer")
+    return ok, stage

@@ -7,7 +7,7 @@ from typing import Any, Hashable
 from evaluators import extract as ex
 from evaluators.base import Benchmark
 from evaluators.math_equiv import is_equiv, normalize_math
-from evaluators.math_verify_equiv import MATH_VERIFY_VERSION, math_verify_equiv
+from evaluators.math_verify_equiv import CHECKER_TIMEOUTS, MATH_VERIFY_VERSION, math_verify_equiv
 from harness.types import Problem, Score
 
 
@@ -63,6 +63,21 @@ class GSM8K(Benchmark):
 class MATH(Benchmark):
     domain = "math"
 
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__(cfg)
+        self._options()  # refused before any call, naming the key
+
+    def _options(self) -> tuple[str, str]:
+        mode = str(self.cfg.get("equivalence", "math_verify"))
+        if mode not in self.EQUIVALENCES:
+            raise ValueError(f"benchmark.equivalence={mode!r}: choose one of {list(self.EQUIVALENCES)}")
+        on_timeout = str(self.cfg.get("checker_timeout", "error"))
+        if on_timeout not in CHECKER_TIMEOUTS:
+            raise ValueError(f"benchmark.checker_timeout={on_timeout!r}: choose one of {list(CHECKER_TIMEOUTS)} "
+                             "(error: a checker killed at symbolic_timeout_s makes the problem an error; "
+                             "wrong: it is a 0 with verdict timeout)")
+        return mode, on_timeout
+
     def filter_rows(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         levels = self.cfg.get("levels")
         return [r for r in rows if not levels or r.get("level") in levels]
@@ -89,17 +104,18 @@ class MATH(Benchmark):
     async def score(self, text: str, problem: Problem) -> Score:
         """``benchmark.equivalence``: ``math_verify`` (default; reads the whole output) or ``aflow``
         (the last-\\boxed{} extraction, then normalise → numeric → sympy). Either runs in a killable
-        child under ``symbolic_timeout_s``; which one ran is recorded in every score."""
-        mode = str(self.cfg.get("equivalence", "math_verify"))
-        if mode not in self.EQUIVALENCES:
-            raise ValueError(f"benchmark.equivalence={mode!r}: choose one of {list(self.EQUIVALENCES)}")
+        child under ``symbolic_timeout_s``; which one ran is recorded in every score. A checker that cannot
+        judge (crashed, died, or killed at the limit with ``checker_timeout: error``, the default) raises
+        :class:`~evaluators.base.ScorerFailure`: the problem is an error, not a 0."""
+        mode, on_timeout = self._options()
         pred, rule = self.extract(text, problem)
         timeout = float(self.cfg.get("symbolic_timeout_s", 5.0))
         if mode == "aflow":
-            ok, how = await asyncio.to_thread(is_equiv, pred, str(problem.gold), timeout)
-            return Score(float(ok), pred, {"equivalence": "aflow", "rule": rule, "stage": how, "gold": problem.gold})
-        mv = await asyncio.to_thread(math_verify_equiv, text, str(problem.gold), timeout)
+            ok, how = await asyncio.to_thread(is_equiv, pred, str(problem.gold), timeout, on_timeout)
+            return Score(float(ok), pred, {"equivalence": "aflow", "rule": rule, "stage": how, "gold": problem.gold,
+                                           "checker_timeout": on_timeout})
+        mv = await asyncio.to_thread(math_verify_equiv, text, str(problem.gold), timeout, on_timeout)
         return Score(float(mv["equivalent"]), mv["pred"],
                      {"equivalence": "math_verify", "math_verify_version": MATH_VERIFY_VERSION,
                       "verdict": mv["verdict"], "gold_parsed": mv["gold"], "rule": rule, "boxed": pred,
-                      "gold": problem.gold, **({"error": mv["error"]} if "error" in mv else {})})
+                      "gold": problem.gold, "checker_timeout": on_timeout})

@@ -11,6 +11,14 @@ normalise → numeric → sympy checker of the AFlow/DenoiseFlow A.4 reading.
 Both parse and verify run in one killable child (:mod:`evaluators.killable`) under
 ``symbolic_timeout_s``, with math-verify's own SIGALRM timeouts off (they fail in worker threads).
 
+What is a wrong answer and what is a scorer failure: math-verify's own reading of the output (nothing
+it can parse, a comparison it cannot make) is its verdict, ``no_answer`` / ``different`` (0), as in
+lighteval. An exception that escapes math-verify, a child that dies without answering, or a gold answer
+math-verify cannot parse (none of the 5,000 MATH test golds) means we could not judge: it raises
+:class:`~evaluators.base.ScorerFailure`, and the problem is an error. So does a child killed at
+``symbolic_timeout_s`` unless ``benchmark.checker_timeout: wrong`` (then it is a 0 with verdict ``timeout``,
+lighteval's reading of a timeout).
+
 Where math-verify 0.9.0 is wrong (shown by ``tests/test_math_verify.py``, not patched here):
   * base subscripts are dropped: ``52_8`` parses as 52, so ``52_{10}`` and ``52`` are equivalent
     to ``52_8`` (the value 52_8 is 42; ``42`` is correctly *not* equivalent);
@@ -22,9 +30,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from evaluators.base import ScorerFailure
 from evaluators.killable import TIMEOUT, call_with_deadline
 
-__all__ = ["math_verify_equiv", "MATH_VERIFY_VERSION"]
+__all__ = ["math_verify_equiv", "MATH_VERIFY_VERSION", "CHECKER_TIMEOUTS"]
+
+CHECKER_TIMEOUTS = ("error", "wrong")  # benchmark.checker_timeout: a killed checker is an error | a 0
 
 MATH_VERIFY_VERSION = "0.9.0"  # pinned in pyproject.toml; recorded in every score
 _LOADED: dict[str, Any] = {}
@@ -60,20 +71,31 @@ def _check(output: str, gold: str) -> dict[str, Any]:
             "verdict": "equivalent" if ok else ("no_answer" if not pred_parsed else "different")}
 
 
-def math_verify_equiv(output: str | None, gold: str, timeout_s: float = 5.0) -> dict[str, Any]:
+def math_verify_equiv(output: str | None, gold: str, timeout_s: float = 5.0,
+                      on_timeout: str = "error") -> dict[str, Any]:
     """math-verify's verdict on a whole model output against a MATH gold answer.
 
     Returns ``{"equivalent", "verdict", "pred", "gold"}``; ``verdict`` is ``equivalent``,
-    ``different``, ``no_answer`` (nothing parsable in the output), ``timeout`` (the child was
-    killed at ``timeout_s``: not equivalent) or ``error`` (math-verify raised: not equivalent).
+    ``different`` or ``no_answer`` (nothing parsable in the output), or ``timeout`` with
+    ``on_timeout="wrong"``. Raises :class:`ScorerFailure` when it cannot judge (module docstring).
     """
+    if on_timeout not in CHECKER_TIMEOUTS:
+        raise ValueError(f"benchmark.checker_timeout={on_timeout!r}: choose one of {list(CHECKER_TIMEOUTS)}")
     if output is None or not str(output).strip():
         return {"equivalent": False, "verdict": "no_answer", "pred": None, "gold": str(gold)}
     _math_verify()
     try:
         result = call_with_deadline(_check, (str(output), str(gold)), timeout_s)
     except RuntimeError as exc:
-        return {"equivalent": False, "verdict": "error", "pred": None, "gold": str(gold), "error": str(exc)[:300]}
+        raise ScorerFailure(f"math-verify {MATH_VERIFY_VERSION} could not judge this answer (the checker raised or "
+                            f"its child died): {exc}") from exc
     if result is TIMEOUT:
-        return {"equivalent": False, "verdict": "timeout", "pred": None, "gold": str(gold)}
+        if on_timeout == "wrong":
+            return {"equivalent": False, "verdict": "timeout", "pred": None, "gold": str(gold)}
+        raise ScorerFailure(f"math-verify {MATH_VERIFY_VERSION} did not answer within benchmark.symbolic_timeout_s="
+                            f"{timeout_s:g}s (its child was killed); raise the limit, or set "
+                            "benchmark.checker_timeout=wrong to count a timeout as a wrong answer")
+    if result.get("gold") is None and result.get("verdict") != "no_answer":
+        raise ScorerFailure(f"math-verify {MATH_VERIFY_VERSION} cannot parse the gold answer {str(gold)[:200]!r}, "
+                            "so no answer to this problem can be judged")
     return result

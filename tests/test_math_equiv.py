@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from evaluators.base import ScorerFailure
 from evaluators.math_equiv import STAGES, _latex_to_py, _safe_py, is_equiv, normalize_math
 
 
@@ -66,11 +67,44 @@ def test_no_prediction() -> None:
     assert is_equiv(None, "1") == (False, "none")
 
 
-def test_pathological_expression_times_out_quickly() -> None:
+def test_pathological_expression_times_out_quickly_and_that_is_an_error() -> None:
     start = time.monotonic()
-    assert is_equiv("9^{9^{9}}", "1", timeout_s=0.5) == (False, "timeout")
+    with pytest.raises(ScorerFailure, match="did not decide within benchmark.symbolic_timeout_s=0.5s"):
+        is_equiv("9^{9^{9}}", "1", timeout_s=0.5)      # was (False, "timeout"): a 0 with status ok
     assert time.monotonic() - start < 2.5
+    assert is_equiv("9^{9^{9}}", "1", timeout_s=0.5, on_timeout="wrong") == (False, "timeout")  # the opt-out
     assert is_equiv("2", "2.0", timeout_s=0.5) == (True, "numeric")  # still usable afterwards
+
+
+def test_a_dead_sympy_child_is_a_scorer_failure(monkeypatch) -> None:
+    import os
+    import signal
+
+    from evaluators import math_equiv
+
+    def dies(a, b):
+        os.kill(os.getpid(), signal.SIGKILL)   # runs in the forked child only
+
+    monkeypatch.setattr(math_equiv, "_sympy_compare", dies)
+    with pytest.raises(ScorerFailure, match="sympy checker could not judge.*child died"):
+        is_equiv("x^2", "x*x")                 # was (False, "symbolic")
+
+
+def test_a_crash_in_the_sympy_child_is_a_scorer_failure(monkeypatch) -> None:
+    from evaluators import math_equiv
+
+    def crashes(a, b):
+        raise AttributeError("checker bug")
+
+    monkeypatch.setattr(math_equiv, "_sympy_compare", crashes)
+    with pytest.raises(ScorerFailure, match="checker bug"):
+        is_equiv("x^2", "x*x")
+
+
+def test_sympy_rejecting_the_answer_is_still_a_wrong_answer() -> None:
+    # model output sympy cannot parse or simplify is a verdict (not equivalent), not a failure
+    for pred in ("1+", "x^^2", "(x", "\\frac{x}{", "\\sqrt{}", "x=="):
+        assert is_equiv(pred, "x^2")[0] is False, pred
 
 
 def test_model_output_never_reaches_eval(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from evaluators.base import ScorerFailure
 from evaluators.math_tasks import MATH
 from evaluators.math_verify_equiv import math_verify_equiv
 from harness.types import Problem
@@ -102,12 +103,104 @@ def test_recorded_details() -> None:
         _score("1", "1", equivalence="sympy")
 
 
-def test_math_verify_is_killed_at_the_time_limit() -> None:
+def test_math_verify_is_killed_at_the_time_limit_and_that_is_an_error() -> None:
     start = time.monotonic()
-    res = math_verify_equiv("\\boxed{9^{9^{9}}}", "1", timeout_s=0.5)
-    assert res == {"equivalent": False, "verdict": "timeout", "pred": None, "gold": "1"}
+    with pytest.raises(ScorerFailure, match="did not answer within benchmark.symbolic_timeout_s=0.5s"):
+        math_verify_equiv("\\boxed{9^{9^{9}}}", "1", timeout_s=0.5)   # was a 0 with status ok
     assert time.monotonic() - start < 2.5
+    res = math_verify_equiv("\\boxed{9^{9^{9}}}", "1", timeout_s=0.5, on_timeout="wrong")   # the named opt-out
+    assert res == {"equivalent": False, "verdict": "timeout", "pred": None, "gold": "1"}
     assert math_verify_equiv("\\boxed{2}", "2.0", timeout_s=5.0)["equivalent"]  # still usable afterwards
+
+
+# ---- a scorer that cannot judge is an error, never a 0 (issue 20 item 1) ------------------------------------
+
+@pytest.fixture
+def loaded():
+    from evaluators import math_verify_equiv as mve
+
+    mve._math_verify()
+    return mve._LOADED
+
+
+def test_a_math_verify_exception_is_a_scorer_failure(monkeypatch, loaded) -> None:
+    def broken(*_a, **_k):
+        raise KeyError("math-verify bug")
+
+    monkeypatch.setitem(loaded, "verify", broken)   # the forked child inherits the patched table
+    with pytest.raises(ScorerFailure, match="math-verify 0.9.0 could not judge.*math-verify bug"):
+        math_verify_equiv("\\boxed{2}", "2")
+    with pytest.raises(ScorerFailure, match="math-verify bug"):   # through the benchmark: no Score at all
+        _score("\\boxed{2}", "2")
+
+
+def test_a_dead_checker_child_is_a_scorer_failure(monkeypatch, loaded) -> None:
+    import os
+    import signal
+
+    def dies(*_a, **_k):
+        os.kill(os.getpid(), signal.SIGKILL)   # only ever runs in the forked child
+
+    monkeypatch.setitem(loaded, "parse", dies)
+    with pytest.raises(ScorerFailure, match="child died"):
+        math_verify_equiv("\\boxed{2}", "2")
+
+
+def test_a_gold_math_verify_cannot_parse_is_a_scorer_failure(monkeypatch, loaded) -> None:
+    real = loaded["parse"]
+    monkeypatch.setitem(loaded, "parse", lambda text, **k: [] if text.startswith(("$GOLD", "\\boxed{GOLD")) else real(text, **k))
+    with pytest.raises(ScorerFailure, match="cannot parse the gold answer 'GOLD'"):
+        math_verify_equiv("\\boxed{2}", "GOLD")
+    assert math_verify_equiv("no number here at all", "GOLD")["verdict"] in ("no_answer", "different")
+
+
+def test_malformed_model_output_is_still_a_wrong_answer() -> None:
+    for output in ("\\boxed{", "\\boxed{\\frac{}{}}", "}}}{{{", "\\boxed{x^{^{}}}", "\\boxed{1+}"):
+        res = math_verify_equiv(output, "1")
+        assert res["equivalent"] is False and res["verdict"] in ("no_answer", "different"), output
+
+
+def test_checker_timeout_option_is_validated_when_the_benchmark_is_built() -> None:
+    with pytest.raises(ValueError, match="benchmark.checker_timeout='sometimes'"):
+        MATH({"name": "math", "split": "test", "checker_timeout": "sometimes"})
+    score = _score("\\boxed{9^{9^{9}}}", "1", symbolic_timeout_s=0.5, checker_timeout="wrong")
+    assert score.value == 0.0 and score.details["verdict"] == "timeout" and score.details["checker_timeout"] == "wrong"
+    with pytest.raises(ScorerFailure):
+        _score("\\boxed{9^{9^{9}}}", "1", symbolic_timeout_s=0.5)
+
+
+def test_through_the_runner_a_failing_checker_makes_the_problem_an_error(tmp_path, tiny_data, monkeypatch,
+                                                                         loaded) -> None:
+    import json
+
+    from harness.results import read_jsonl_tolerant
+    from tests.conftest import make_spec, run
+    from tests.doubles import ScriptedBackbone
+
+    rows = [{"id": f"m{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i)} for i in range(3)]
+    (tiny_data / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}})
+    spec.benchmark_cfg.update({"name": "math", "kind": "evaluators.math_tasks.MATH", "splits": {"test": "math.jsonl"},
+                               "answer_instruction": "Box it."})
+    real = loaded["verify"]
+
+    def flaky(gold, pred, **k):
+        if str(gold[-1]) == "2":   # problem m1's gold
+            raise RuntimeError("verify crashed")
+        return real(gold, pred, **k)
+
+    monkeypatch.setitem(loaded, "verify", flaky)
+
+    def answer(messages, sampling):
+        n = int(messages[-1]["content"].split("What is ")[1].split("+")[0])
+        return f"\\boxed{{{2 * n}}}"
+
+    metrics = run(spec, ScriptedBackbone(answer))
+    preds = {p["id"]: p for p in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}
+    assert preds["m0"]["score"] == 1.0 and preds["m2"]["score"] == 1.0
+    bad = preds["m1"]
+    assert bad["status"] == "error" and "ScorerFailure" in bad["error"] and "verify crashed" in bad["error"]
+    assert metrics["n_errors"] == 1 and metrics["complete"] is False   # never a 0 averaged in
 
 
 def test_math_verify_from_worker_threads() -> None:
