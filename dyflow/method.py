@@ -19,6 +19,7 @@ from typing import Any
 
 from dyflow import prompts as P
 from dyflow.config import Options
+from dyflow.counts import problem_counts
 from dyflow.designer import design_stage
 from dyflow.operators import Calls, run_operator, verdict_of
 from dyflow.schema import (ORIGINAL_PROBLEM, TERMINAL_TEMPLATES, ExecutedOperator, OperatorInstance, StageGraph,
@@ -115,6 +116,7 @@ class DyFlow:
                 if opts.planning == "single_stage":
                     terminated_by = "single_stage"
         answer, answer_key, answer_from = self._answer(state, final_key)
+        answer_template = self._template_of(state, answer_key)
         if answer and opts.code_postprocess == "release" and ctx.benchmark.domain == "code":
             answer = await self._extract_code(ctx, answer)
             answer_from += "+code_extraction"
@@ -125,7 +127,8 @@ class DyFlow:
             "original_problem": state.task,
             "stages": [r.model_dump(mode="json") for r in records],
             "terminated_by": terminated_by, "final_key": final_key, "answer_key": answer_key,
-            "answer_from": answer_from, "memory": dict(state.memory), "errors": list(state.errors),
+            "answer_from": answer_from, "answer_template": answer_template,
+            "memory": dict(state.memory), "errors": list(state.errors),
             "n_stages": len(state.stages), "designer_calls": designer_calls,
             "operators_used": [op.template for st in state.stages for op in st.graph.operators
                                if op.output_key in st.outputs],
@@ -136,7 +139,16 @@ class DyFlow:
         if not answer:
             trace["method_failure"] = ("no stage could be designed" if not state.stages
                                        else "the workflow produced no answer")
+        trace["counts"] = problem_counts(trace)
         return Solution(answer, trace=trace)
+
+    @staticmethod
+    def _template_of(state: WorkflowState, key: str | None) -> str | None:
+        """The template of the operator whose output became the answer (the latest stage that wrote ``key``)."""
+        for st in reversed(state.stages):
+            if key in st.outputs:
+                return next((op.template for op in st.graph.operators if op.output_key == key), None)
+        return None
 
     # ---- one planning step ----------------------------------------------------------------------
     def _rules(self, state: WorkflowState) -> tuple[StageRules, str | None]:

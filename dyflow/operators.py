@@ -66,8 +66,8 @@ async def run_operator(ctx: Any, op: OperatorInstance, memory: dict[str, str], t
                        calls: Calls) -> tuple[str, dict[str, Any]]:
     """(text stored in 𝓜, details for the trace)."""
     t = op.template
-    if t == "TERMINATE":     # release: deprecated; the answer is the named key's content
-        key = next((k for k in op.input_keys if k != ORIGINAL_PROBLEM), None)
+    if t == "TERMINATE":     # release: deprecated; the answer is params.final_answer_key's content
+        key = op.answer_key   # (validated to exist: dyflow.validate.check_stage)
         return (memory.get(key, "") if key else ""), {"final_answer_key": key, "ledger_stage": None}
     if t == "TEST_CODE":
         return await _test_code(ctx, op, memory, task, opts)

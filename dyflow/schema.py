@@ -95,6 +95,23 @@ class OperatorInstance(BaseModel):
     description: str = ""              # release: operator_description
     input_keys: list[str] = Field(default_factory=list)   # ψ
     output_key: str = ""
+    final_answer_key: str = ""         # TERMINATE only (release params.final_answer_key): the key of 𝓜 it returns
+
+    @field_validator("final_answer_key", mode="before")
+    @classmethod
+    def _answer_key(cls, v: Any) -> str:
+        """The release's spellings of a key: ``act_3``, ``<<act_3>>``, ``actions.act_3.content``."""
+        k = str(v or "").strip()
+        if k.startswith("<<") and k.endswith(">>"):
+            k = k[2:-2].strip()
+        if k.startswith("actions.") and k.endswith(".content"):
+            k = k[len("actions."):-len(".content")]
+        return k
+
+    @property
+    def answer_key(self) -> str | None:
+        """What TERMINATE returns: its ``final_answer_key``, else its first input key that is not the problem."""
+        return self.final_answer_key or next((k for k in self.input_keys if k != ORIGINAL_PROBLEM), None)
 
     @field_validator("template", mode="before")
     @classmethod
@@ -191,6 +208,7 @@ class StageGraph(BaseModel):
                     "description": o.get("operator_description", o.get("description")),
                     "input_keys": p.get("input_keys", o.get("input_keys")),
                     "output_key": p.get("output_key", o.get("output_key")),
+                    "final_answer_key": p.get("final_answer_key", o.get("final_answer_key")),
                 })
         edges = obj.get("edges") or []
         if isinstance(edges, list):
@@ -206,7 +224,8 @@ class StageGraph(BaseModel):
         out: dict[str, Any] = {"stage_id": self.stage_id, "stage_description": self.description, "operators": [
             {"operator_id": op.operator_id, "operator_description": op.description,
              "params": {"instruction_type": op.template, "input_keys": list(op.input_keys),
-                        "output_key": op.output_key, "input_usage": op.instruction}}
+                        "output_key": op.output_key, "input_usage": op.instruction,
+                        **({"final_answer_key": op.final_answer_key} if op.final_answer_key else {})}}
             for op in self.operators]}
         if self.edges:
             out["edges"] = [list(e) for e in self.edges]
@@ -222,7 +241,7 @@ class StageGraph(BaseModel):
         for a, b in self.edges:
             deps[b].add(a)
         for op in self.operators:
-            for k in op.input_keys:
+            for k in [*op.input_keys, *([op.final_answer_key] if op.final_answer_key else [])]:
                 src = producer.get(k)
                 if src is not None and src != op.operator_id:
                     deps[op.operator_id].add(src)

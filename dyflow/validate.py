@@ -188,6 +188,14 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
                                                                   if own else ""))
         if op.template == "TEST_CODE" and not op.input_keys:
             errors.append(f"{op.operator_id}: TEST_CODE needs the key of the solution to test in input_keys")
+        if op.template == "TERMINATE":
+            key = op.answer_key
+            if key is None:
+                errors.append(f"{op.operator_id}: TERMINATE needs params.final_answer_key, the key of the answer")
+            elif key == ORIGINAL_PROBLEM or (key not in available and key not in own):
+                errors.append(f"{op.operator_id}: final_answer_key {key!r} does not exist; available keys: "
+                              f"{', '.join(sorted(available - {ORIGINAL_PROBLEM}))}"
+                              + (f" and this stage's {', '.join(sorted(own))}" if own else ""))
     try:
         stage.topological_order()
     except ValueError as exc:

@@ -71,10 +71,12 @@ class Script:
 
 
 def run_dyflow(tmp_path, script: Script, *, params: dict[str, Any] | None = None, limit: int = 1,
-               roles: list[str] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], ScriptedBackbone]:
+               roles: list[str] | None = None, split: str = "test"
+               ) -> tuple[dict[str, Any], list[dict[str, Any]], ScriptedBackbone]:
     method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": roles or ROLES,
               "params": dict(params or {})}
     spec = make_spec(tmp_path, method, limit=limit)
+    spec.benchmark_cfg.update(split=split, splits={split: "tiny/test.jsonl"})   # the tiny file under that name
     bb = ScriptedBackbone(script)
     metrics = run(spec, bb)
     preds = [json.loads(line) for line in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
@@ -551,3 +553,43 @@ def test_named_options_change_what_is_sent(tmp_path, tiny_data):
     assert len(seen) == 1 and "Complete working solution:\nANSWER: def f(x): return x" in seen[0]
     assert pred["raw_output"] == "ANSWER: def f(x): return 2*x" and pred["cost_by_stage"]["extract_code"]["calls"] == 1
     assert pred["trace"]["answer_from"] == "terminal+code_extraction"
+
+
+# ---- issue 20 item 2: release-style TERMINATE, designer failures and fallback answers counted ------------------
+
+def _terminate(n: int, key: str, **extra: Any) -> str:
+    return json.dumps({"stage_id": f"stage_{n}", "stage_description": "end", "operators": [
+        {"operator_id": f"op_{n}_1", "operator_description": "terminate",
+         "params": {"instruction_type": "TERMINATE", "final_answer_key": key, **extra}}]})
+
+
+@pytest.mark.parametrize("key", ["act_1", "<<act_1>>", "actions.act_1.content"])
+def test_release_style_terminate_returns_the_named_key_from_memory(tmp_path, tiny_data, key):
+    metrics, preds, _ = run_dyflow(tmp_path, Script([[SOLVE], [_terminate(2, key)]]))
+    tr = preds[0]["trace"]
+    assert tr["terminated_by"] == "terminate" and tr["answer_from"] == "terminal"
+    assert preds[0]["raw_output"] == tr["memory"]["act_1"] and preds[0]["raw_output"].endswith("ANSWER: 0")
+    assert metrics["score"] == 1.0
+    g = StageGraph.from_designer(json.loads(_terminate(2, key)))
+    assert g.operators[0].final_answer_key == "act_1"
+    assert g.to_designer()["operators"][0]["params"]["final_answer_key"] == "act_1"   # the training target keeps it
+
+
+def test_terminate_naming_a_missing_key_is_re_asked_not_an_empty_answer(tmp_path, tiny_data):
+    metrics, preds, _ = run_dyflow(tmp_path, Script([[SOLVE], [_terminate(2, "act_9"), _terminate(2, "act_1")]]))
+    s1 = preds[0]["trace"]["stages"][1]
+    assert [a["status"] for a in s1["attempts"]] == ["invalid", "valid"]
+    assert "final_answer_key 'act_9' does not exist" in s1["attempts"][0]["error"] and metrics["score"] == 1.0
+
+
+def test_designer_failures_and_fallback_answers_are_counted_in_the_trace(tmp_path, tiny_data):
+    review_only = stage_json(1, [("REVIEW_SOLUTION", ["original_problem"], "act_1")])
+    script = Script([["no json", review_only], ["no json"]])
+    _, preds, _ = run_dyflow(tmp_path, script, params={"t_max": 2, "max_reasks": 1})
+    tr = preds[0]["trace"]
+    assert tr["answer_from"] == "last_any_output" and tr["answer_template"] == "REVIEW_SOLUTION"
+    assert preds[0]["raw_output"].startswith("Review Details")           # the review text became the answer
+    assert tr["counts"] == {"invalid_designs": 3, "stages_given_up": 1, "fallback_answers": 1, "review_answers": 1}
+    _, ok, _ = run_dyflow(tmp_path / "ok", Script([[SOLVE], [ORGANIZE]]))
+    assert ok[0]["trace"]["counts"] == dict.fromkeys(
+        ("invalid_designs", "stages_given_up", "fallback_answers", "review_answers"), 0)
