@@ -6,7 +6,11 @@ and its result, rounded to 5 decimals, must equal ``qa.exe_ans`` exactly. The DS
 ``op(arg1, arg2)`` separated by ", "; ops add, subtract, multiply, divide, exp, greater (→ "yes"/"no"),
 table_max/min/sum/average (arg1 = a row name of the table, its cells read as numbers after dropping
 "$" and anything from "("); ``#k`` is step k's result; ``const_100`` is 100 and ``const_m1`` is -1;
-numbers lose "," and "x%" is x/100. A malformed program or an unknown row scores 0.
+numbers lose "," and "x%" is x/100. A malformed program or an unknown row scores 0, and so does
+one whose value is not a real, finite number (``exp(-8, 0.5)`` is complex, ``multiply(1e308, 10)``
+infinite), a reference that is not ``#k`` of an earlier step (``#x``, ``#-1``), or a table step over a
+row with no cells: each is a wrong answer (extracted None, ``program_error`` says why), never a crash
+of the scorer and never a number the official evaluation would not produce.
 
 LLM methods usually answer with a number, so the extraction rules are (recorded per prediction):
 ``program`` (a ``Program: …`` line, executed), ``answer-line`` (``Answer: <number|yes|no>``),
@@ -94,6 +98,18 @@ def parse_program(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
+_REF = re.compile(r"#(\d{1,6})")
+
+
+def _real(value: object, what: str) -> float:
+    """``value`` as a finite real number, else :class:`ProgramError` (a wrong answer, not a scorer crash)."""
+    if isinstance(value, complex) or not isinstance(value, (int, float)):
+        raise ProgramError(f"{what} is not a real number: {value!r}")
+    if not math.isfinite(value):
+        raise ProgramError(f"{what} is not finite: {value!r}")
+    return float(value)
+
+
 def execute_program(program: str, table: list[list[str]]) -> float | str:
     """The program's result (rounded to 5 decimals, or "yes"/"no"); :class:`ProgramError` if invalid."""
     results: list[float | str] = []
@@ -102,18 +118,23 @@ def execute_program(program: str, table: list[list[str]]) -> float | str:
     for i, (op, a1, a2) in enumerate(parse_program(program)):
         def arg(a: str) -> float | str:
             if a.startswith("#"):
-                k = int(a[1:])
+                ref = _REF.fullmatch(a)
+                if ref is None:
+                    raise ProgramError(f"step {i}: {a!r} is not a step reference #k")
+                k = int(ref.group(1))
                 if k >= i:
                     raise ProgramError(f"step {i} refers to #{k}")
                 return results[k]
             v = str_to_num(a)
             if v is None:
                 raise ProgramError(f"argument {a!r} is not a number")
-            return v
+            return _real(v, f"argument {a!r}")
         if op.startswith("table_"):
             if a1 not in rows:
                 raise ProgramError(f"no table row named {a1!r}")
             nums = _row_numbers(rows[a1])
+            if not nums:
+                raise ProgramError(f"table row {a1!r} has no cells")
             res = {"table_max": max, "table_min": min, "table_sum": sum}.get(op, lambda v: sum(v) / len(v))(nums)
         else:
             x, y = arg(a1), arg(a2)
@@ -125,11 +146,11 @@ def execute_program(program: str, table: list[list[str]]) -> float | str:
                        "greater": lambda: "yes" if x > y else "no"}[op]()
             except (ZeroDivisionError, OverflowError) as exc:
                 raise ProgramError(str(exc)) from exc
+        if not isinstance(res, str):
+            res = _real(res, f"step {i} ({op}({a1}, {a2}))")   # exp(-8, 0.5) is complex: a wrong answer
         results.append(res)
-    if isinstance(res, (int, float)):
-        if isinstance(res, complex) or not math.isfinite(res):
-            raise ProgramError("non-finite result")
-        return round(float(res), 5)
+    if isinstance(res, float):
+        return round(res, 5)
     return res
 
 
@@ -174,10 +195,10 @@ def program_equivalent(gold: str, pred: str) -> bool:
             args = []
             for a in (a1, a2):
                 if a.startswith("#"):
-                    k = int(a[1:])
-                    if k >= i:
-                        raise ProgramError("forward reference")
-                    args.append(done[k])
+                    ref = _REF.fullmatch(a)
+                    if ref is None or int(ref.group(1)) >= i:
+                        raise ProgramError("not a reference to an earlier step")
+                    args.append(done[int(ref.group(1))])
                 elif a in symbols:
                     args.append(symbols[a])
                 else:

@@ -197,6 +197,42 @@ def test_finqa_invalid_programs(program, error):
         finqa.execute_program(program, [["", "a"], ["x", "1"]])
 
 
+# a malformed program is a wrong answer (issue 20 item 1): each of these crashed the scorer or was accepted
+@pytest.mark.parametrize("program,error", [
+    ("exp(-8, 0.5)", "not a real number"),                       # complex: round(float(complex)) crashed
+    ("exp(-8, 0.5), add(#0, 1)", "not a real number"),           # a complex carried into a later step
+    ("exp(-8, 0.5), greater(#0, 1)", "not a real number"),       # comparing a complex crashed
+    ("multiply(1e308, 10), subtract(#0, #0)", "not finite"),     # inf, then nan
+    ("add(1e999, 1)", "not finite"),                             # an infinite argument
+    ("add(1, 2), add(#-1, 1)", "not a step reference"),         # was silently the previous step
+    ("add(#x, 1)", "not a step reference"),                      # int('x') crashed
+    ("table_sum(empty, none)", "no cells"),                      # a row with no cells: average divided by 0
+    ("table_average(empty, none)", "no cells"),
+])
+def test_finqa_malformed_programs_are_program_errors(program, error):
+    with pytest.raises(finqa.ProgramError, match=error):
+        finqa.execute_program(program, [["", "a"], ["x", "1"], ["empty"]])
+
+
+def test_finqa_malformed_program_scores_zero_with_the_reason():
+    b = finqa.FinQA({"name": "finqa", "split": "test"})
+    row = {"id": "t/1", "pre_text": [], "post_text": [], "table": [["", "2019"], ["revenue", "$ 8"]],
+           "qa": {"question": "q?", "exe_ans": 2.82843, "program": "exp(8, 0.5)"}}
+    problem = b.make_problem(row, 0)
+    for text in ("Program: exp(-8, 0.5)", "Program: exp(-8, 0.5), greater(#0, 1)", "Program: add(#-1, 2)"):
+        s = _score(b, text, problem)             # was a TypeError out of the scorer (or #-1 read as a step)
+        assert s.value == 0.0 and s.extracted is None and s.details["rule"] == "program", text
+        assert s.details["program_error"] and s.details["program_correct"] is False
+    assert _score(b, "Program: exp(8, 0.5)", problem).value == 1.0
+    assert _score(b, "Program: exp(table_max(revenue, none), 0.5)", problem).value == 0.0  # not FinQA's DSL
+
+
+def test_finqa_program_accuracy_refuses_bad_references():
+    assert finqa.program_equivalent("add(1, 2), add(#0, 3)", "add(2, 1), add(3, #0)")
+    assert not finqa.program_equivalent("add(1, 2), add(#0, 3)", "add(1, 2), add(#-1, 3)")
+    assert not finqa.program_equivalent("add(1, 2)", "add(#x, 2)")
+
+
 def test_finqa_str_to_num_rules():
     assert finqa.str_to_num("1,200") == 1200.0
     assert finqa.str_to_num("105%") == pytest.approx(1.05)
