@@ -13,7 +13,8 @@ Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|oper
 ``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
 ``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
 shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
-"—" with the reason. Outputs: ``results/dyflow_tables/<table>.{md,tex,csv}`` and ``figures/*.png|pdf``.
+"—" with the reason. Under each DyFlow row: its designer failures and fallback answers (``dyflow.counts``, from the
+traces). Table 8's DyFlow training cost is the self-play runs' fresh calls (``calls.jsonl``, cache hits excluded). Outputs: ``results/dyflow_tables/<table>.{md,tex,csv}`` and ``figures/*.png|pdf``.
 """
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ from typing import Any
 
 import yaml
 
+from dyflow.counts import KEYS as DYFLOW_COUNTS
+from dyflow.counts import note as dyflow_note
+from dyflow.counts import run_counts as dyflow_run_counts
 from scripts.collect import Agg, RunIndex
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
@@ -38,7 +42,8 @@ OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "loca
 # Table 1's extra row: DyFlow with the untrained designer (the run's own model), the same runs as Table 2's base row
 UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
-              "n_seeds", "n_errors", "paper", "diff", "value", "reason", "sources"]
+              "n_seeds", "n_errors", "invalid_designs", "stages_given_up", "fallback_answers", "review_answers",
+              "paper", "diff", "value", "reason", "sources"]
 
 
 def load_spec() -> dict[str, Any]:
@@ -197,6 +202,7 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         vals = sorted({round(v, 6) for v in vals if v is not None}, reverse=True)
         best[c] = vals[0] if len(vals) > 1 else None
     feet, notes = Footnotes(), []
+    counted = False
     for row, exp, aggs, means, avg, reason in body:
         devs = []
         for a in aggs.values():
@@ -225,6 +231,17 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         cells.append(Cell(fmt(avg), bold=avg is not None and best["avg"] is not None and round(avg, 6) == best["avg"])
                      if avg is not None else "—")
         table.rows.append(cells)
+        if _is_dyflow(row.get("method")) and any(a.runs for a in aggs.values()):
+            under = ["↳ designer failures / fallback answers"]
+            for b in benches:
+                c = dyflow_run_counts(p for r in aggs[b].runs for p in r.predictions()) if aggs[b].runs else None
+                under.append("—" if c is None else dyflow_note(c))
+                for rec in records:
+                    if c and rec["table"] == key and rec["row"] == row["label"] and rec["benchmark"] == b \
+                            and rec["backbone"] == backbone:
+                        rec.update({k: c[k] for k in DYFLOW_COUNTS})
+            table.rows.append([*under, "—"])
+            counted = True
         if row["label"] in ref:
             p, d = _paper_rows(ref, row["label"], {**means, "avg": avg}, [*benches, "avg"])
             table.rows.extend([p, d])
@@ -240,11 +257,21 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
     table.notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
                    f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
                    f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}."]
+    if counted:
+        table.notes.append("↳ designer failures / fallback answers (DyFlow rows, answered problems, from the traces): "
+                           "invalid designs = designer replies that could not be used (re-asked); stages given up = "
+                           "planning steps with no valid stage after the re-asks; fallback answers = answers that are "
+                           "not a terminal operator's (no_answer=last_output), of which a review = a REVIEW_SOLUTION "
+                           "text scored as the answer.")
     if feet.texts:
         table.notes.append("Deviations recorded by the runs (numbered marks):")
         table.notes.extend(feet.notes())
     table.notes.extend(missing_b + notes)
     return table
+
+
+def _is_dyflow(method: str | None) -> bool:
+    return bool(method) and str((method_config(method) or {}).get("solver") or "").startswith("dyflow.")
 
 
 def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
@@ -292,6 +319,29 @@ def _role_sums(a: Agg, roles: list[str] | None = None) -> dict[str, float] | Non
     return {k: v / len(a.runs) for k, v in tot.items()}
 
 
+def _fresh_role_sums(a: Agg, roles: list[str] | None = None) -> tuple[dict[str, float] | None, str | None]:
+    """Mean over the cell's runs of the tokens and $ of the *fresh* calls in ``calls.jsonl`` (all roles, or only
+    ``roles``): a replayed cache hit (a resumed run re-asking what it had paid for, or a run replaying another's
+    calls) cost nothing, so it is not training cost. (None, why) when a run has no ledger to tell them apart."""
+    if not a.runs:
+        return None, None
+    tot = {"prompt_tokens": 0.0, "completion_tokens": 0.0, "cost_usd": 0.0, "replayed": 0.0}
+    for r in a.runs:
+        calls = r.calls()
+        if not calls and r.n:
+            return None, f"{r.dir / 'calls.jsonl'} is missing or empty: its fresh calls are unknown"
+        for c in calls:
+            if roles is not None and (c.get("role") or "default") not in roles:
+                continue
+            if c.get("cache_hit"):
+                tot["replayed"] += 1
+                continue
+            tot["prompt_tokens"] += float(c.get("prompt_tokens") or 0)
+            tot["completion_tokens"] += float(c.get("completion_tokens") or 0)
+            tot["cost_usd"] += float(c.get("cost_usd") or 0.0)
+    return {k: v / len(a.runs) for k, v in tot.items()}, None
+
+
 def _artifact_cost(root: Path, method: str, bench: str, backbone: str) -> dict[str, float] | None:
     """Search (training) cost from a workflow-search artifact (interface 3: ``search_cost`` per role)."""
     hits = sorted((root / "search" / bench / _folder(method)).glob(f"{backbone}/seed=*/artifact.json"))
@@ -332,7 +382,12 @@ def table8(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
         if row.get("training") == "artifact":
             train = _artifact_cost(res.root, row["method"], b, backbone)
         elif row.get("training") == "selfplay":
-            train = _role_sums(res.agg(sp["experiment"], b, sp["method"], backbone), row.get("roles"))
+            train, why = _fresh_role_sums(res.agg(sp["experiment"], b, sp["method"], backbone), row.get("roles"))
+            if why:
+                notes.append(f"{row['label']} training: —, {why}.")
+            elif train and train["replayed"]:
+                notes.append(f"{row['label']} training: {train['replayed']:.0f} calls replayed from the cache are "
+                             f"not counted (fresh calls only).")
         ref = (t.get("reference") or {}).get(row["label"], {})
         pr = lambda k: " / ".join([_tok(ref[k][0]), _tok(ref[k][1]), _usd(ref[k][2])]) if k in ref else "—"  # noqa: E731
         acc = a.mean if row.get("roles") in (None, ["designer"]) else None
@@ -350,8 +405,8 @@ def table8(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             notes.append(f"{row['label']}: {row['note']}.")
     table.notes = [f"Tokens and $ summed over the run (mean over seeds) from metrics.json by_role: D. = designer, "
                    f"E. = executor, S. = summariser roles; the other rows count every role. Training = the workflow "
-                   f"search's artifact (search_cost) for AFlow/MaAS, the self-play runs ({sp['experiment']}, train split) "
-                   f"for DyFlow. Inference rows are the Table 1 runs on {spec['benchmark_labels'][b]}; a small "
+                   f"search's artifact (search_cost) for AFlow/MaAS, the self-play runs' fresh calls ({sp['experiment']}, "
+                   f"train split; calls.jsonl, replayed cache hits not counted) for DyFlow. Inference rows are the Table 1 runs on {spec['benchmark_labels'][b]}; a small "
                    f"embedded run covers only its n problems (the paper: the whole test set).", *notes]
     return table
 

@@ -15,7 +15,8 @@ BENCHES = ["socialmaze", "pubmedqa", "math_l5", "livebench", "humaneval_dyflow"]
 
 
 def fake_run(root: Path, exp: str, bench: str, method: str, scores: list[float], *, backbone: str = "local",
-             seed: int = 42, n_errors: int = 0, by_role: dict | None = None, pass_at_k: dict | None = None) -> Path:
+             seed: int = 42, n_errors: int = 0, by_role: dict | None = None, pass_at_k: dict | None = None,
+             calls: list[dict] | None = None) -> Path:
     d = root / exp / bench / method / backbone / f"seed={seed}"
     d.mkdir(parents=True, exist_ok=True)
     preds = [{"id": f"{bench}-{i}", "index": i, "status": "ok", "score": v} for i, v in enumerate(scores)]
@@ -29,7 +30,14 @@ def fake_run(root: Path, exp: str, bench: str, method: str, scores: list[float],
     if pass_at_k:
         m["pass_at_k"] = pass_at_k
     (d / "metrics.json").write_text(json.dumps(m))
+    if calls is not None:
+        (d / "calls.jsonl").write_text("".join(json.dumps(c) + "\n" for c in calls))
     return d
+
+
+def call(role: str, p: int, c: int, usd: float, hit: bool = False) -> dict:
+    return {"role": role, "prompt_tokens": p, "completion_tokens": c, "cost_usd": usd, "cache_hit": hit,
+            "latency_s": 0.0 if hit else 1.0, "error": None}
 
 
 @pytest.fixture
@@ -48,8 +56,10 @@ def results(tmp_path: Path) -> Path:
                  by_role={"designer": {"prompt_tokens": 1000, "completion_tokens": 200, "cost_usd": 0.01},
                           "executor": {"prompt_tokens": 3000, "completion_tokens": 900, "cost_usd": 0.02},
                           "summarizer": {"prompt_tokens": 500, "completion_tokens": 100, "cost_usd": 0.001}})
-    fake_run(root, "dyflow_selfplay", "math_l5", "dyflow", [1.0, 0.0],
-             by_role={"designer": {"prompt_tokens": 777, "completion_tokens": 77, "cost_usd": 0.5}})
+    fake_run(root, "dyflow_selfplay", "math_l5", "dyflow", [1.0, 0.0],      # by_role counts a replayed call too
+             by_role={"designer": {"prompt_tokens": 777 + 300, "completion_tokens": 77 + 30, "cost_usd": 0.5 + 0.2}},
+             calls=[call("designer", 700, 70, 0.4), call("designer", 77, 7, 0.1), call("executor", 5, 5, 0.0),
+                    call("designer", 300, 30, 0.2, hit=True)])     # a resume's replay: paid once, never twice
     art = root / "search" / "math_l5" / "aflow" / "local" / "seed=42"
     art.mkdir(parents=True)
     (art / "artifact.json").write_text(json.dumps({"search_cost": {
@@ -82,7 +92,8 @@ def test_table1_values_paper_rows_incomplete_and_missing(results: Path, tmp_path
     assert txt(rows["CoT"][4]) == "incomplete 4/5, 1 error" and rows["CoT"][6] == "—"   # never averaged
     # the paper's row and Δ under DyFlow: 75.0 - 17.18 on SocialMaze
     i = t.rows.index(rows["DyFlow (Ours)"])
-    assert t.rows[i + 1][1] == "17.18" and t.rows[i + 2][1] == "+57.8" and t.rows[i + 2][6] == "+13.5"   # 75 - 61.45
+    assert t.rows[i + 1][0] == "↳ designer failures / fallback answers"       # the traces' counts, under the row
+    assert t.rows[i + 2][1] == "17.18" and t.rows[i + 3][1] == "+57.8" and t.rows[i + 3][6] == "+13.5"   # 75 - 61.45
     md = (tmp_path / "out" / "table1.md").read_text()
     assert "numbers on the embedded model (local), not comparable" in md
     assert "— Self-Refine: implemented, not run yet on this backbone" in md
@@ -94,7 +105,9 @@ def test_table1_values_paper_rows_incomplete_and_missing(results: Path, tmp_path
 def test_cost_tables_from_by_role_and_artifacts(results: Path, tmp_path: Path):
     res = dt.write_all(results, ["table8"], ["local"], tmp_path / "out")
     rows = rows_of(res["tables"]["table8"][0])
-    assert rows["DyFlow (D.)"][1:4] == ["777", "77", "0.50"]               # training = the self-play designer
+    assert rows["DyFlow (D.)"][1:4] == ["777", "77", "0.50"]               # training = the self-play designer's
+    assert any("DyFlow (D.) training: 1 calls replayed from the cache are not counted" in n   # fresh calls only
+               for n in res["tables"]["table8"][0].notes)
     assert rows["DyFlow (D.)"][4:8] == ["1,000", "200", "0.0100", "75.0"]   # inference: the designer role only
     assert rows["DyFlow (E.)"][4:6] == ["3,000", "900"] and rows["DyFlow (E.)"][7] == "—"
     assert rows["DyFlow (S.)"][4:6] == ["500", "100"]                       # the summariser's cost is shown
@@ -207,3 +220,33 @@ def test_searched_rows_footnote_the_split_and_reduced_setting_their_runs_recorde
     assert "searched on DyFlow's train split" in md                     # the row's own deviation (it has runs)
     rows = rows_of(res["tables"]["table1"][0])
     assert rows["ADAS"][0].sup and not getattr(rows["AFlow"][0], "sup", None)   # AFlow has no runs: no marks
+
+
+def test_designer_failures_and_fallback_answers_are_shown_under_the_dyflow_row(tmp_path: Path):
+    """Invalid designs, stages given up and fallback answers (a review text scored as the answer) of DyFlow's
+    answered problems, summed from the traces, under the row (and in the CSV)."""
+    root = tmp_path / "results"
+    for b in BENCHES:
+        fake_run(root, "dyflow_table1", b, "dyflow", [1.0, 0.0])
+    d = root / "dyflow_table1" / "math_l5" / "dyflow" / "local" / "seed=42"
+    failed = {"status": "design_failed", "stage": None, "attempts": [{"status": "invalid"}, {"status": "invalid"}]}
+    ok = {"status": "executed", "stage": {}, "attempts": [{"status": "invalid"}, {"status": "valid"}]}
+    preds = [{"id": "m0", "index": 0, "status": "ok", "score": 1.0,      # a trace written before trace.counts
+              "trace": {"stages": [failed, ok], "answer_from": "last_any_output", "answer_template": "REVIEW_SOLUTION"}},
+             {"id": "m1", "index": 1, "status": "ok", "score": 0.0,
+              "trace": {"stages": [ok], "answer_from": "terminal",
+                        "counts": {"invalid_designs": 1, "stages_given_up": 0, "fallback_answers": 0,
+                                   "review_answers": 0}}}]
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    res = dt.write_all(root, ["table1"], ["local"], tmp_path / "out")
+    t = res["tables"]["table1"][0]
+    i = next(k for k, r in enumerate(t.rows) if txt(r[0]) == "DyFlow (Ours)")
+    under = t.rows[i + 1]
+    assert under[0] == "↳ designer failures / fallback answers"
+    math = t.columns.index("MATH")
+    assert under[math] == "4 invalid designs, 1 stages given up, 1 fallback answers (1 a review)"
+    assert under[t.columns.index("PubMedQA")] == "0 invalid designs, 0 stages given up, 0 fallback answers (0 a review)"
+    assert any("a REVIEW_SOLUTION text scored as the answer" in n for n in t.notes)
+    recs = list(__import__("csv").DictReader((tmp_path / "out" / "table1.csv").open()))
+    r = next(r for r in recs if r["row"] == "DyFlow (Ours)" and r["benchmark"] == "math_l5")
+    assert (r["invalid_designs"], r["stages_given_up"], r["fallback_answers"], r["review_answers"]) == ("4", "1", "1", "1")
