@@ -9,7 +9,9 @@ indent=2)``). Its reply must be JSON with the four dimensions, each a list of ``
 article_1_score, article_2_score}``; a reply that does not parse or misses a dimension is asked again
 (``judge.max_attempts``, a distinct sample each time), as the release retries. Per dimension: the
 criterion-weighted mean of each article's scores (criterion text matched exactly, then case-insensitively,
-then by substring; unmatched: the dimension's mean weight); total = Σ dim_mean × ``dimension_weight``.
+then by substring; unmatched: the dimension's mean weight; a criterion without a finite score >= 0 for both
+articles is left out, and a reply with a weighted dimension left empty, or a 0/0 ratio, is unusable: asked
+again, then the problem's error, never a 0); total = Σ dim_mean × ``dimension_weight``.
 The problem's score = target_total / (target_total + reference_total) (0.5 = as good as the reference);
 each dimension likewise. The headline is their mean over tasks (the paper reports ×100).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import re
 from functools import cached_property
@@ -83,8 +86,22 @@ def _weight_of(text: str, table: dict[str, float]) -> tuple[float, bool]:
     return sum(table.values()) / len(table), False
 
 
+def _judge_score(value: Any) -> float | None:
+    """A judge's criterion score: a finite number >= 0 (the prompt asks for 0-10), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) and v >= 0 else None
+
+
 def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, Any]:
-    """RACE's weighted scores for the target (article_1) and the reference (article_2)."""
+    """RACE's weighted scores for the target (article_1) and the reference (article_2).
+
+    ``unscored`` lists the weighted dimensions where no criterion has a usable score for both articles;
+    ``overall`` (and a dimension's ``relative``) is None when both totals are 0 (0/0 is no score)."""
     dim_weights = criteria.get("dimension_weight") or {}
     weights = {d: {c["criterion"]: float(c["weight"]) for c in items}
                for d, items in (criteria.get("criterions") or {}).items()}
@@ -98,26 +115,26 @@ def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, A
         for item in items:
             if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
                 continue
-            try:
-                s1 = float(item["article_1_score"])
-                s2 = None if item.get("article_2_score") is None else float(item["article_2_score"])
-            except (KeyError, TypeError, ValueError):
+            s1, s2 = _judge_score(item.get("article_1_score")), _judge_score(item.get("article_2_score"))
+            if s1 is None or s2 is None:   # a criterion the judge did not score for both articles: unusable
                 continue
             w, matched = _weight_of(item["criterion"].strip(), weights[dim])
             if not matched:
                 unmatched.append(f"{dim}:{item['criterion'][:60]}")
             t_sum += s1 * w
-            r_sum += (s2 or 0.0) * w
+            r_sum += s2 * w
             w_sum += w
-        t_avg = t_sum / w_sum if w_sum else 0.0
-        r_avg = r_sum / w_sum if w_sum else 0.0
+        if not w_sum:
+            continue   # no usable criterion: listed in "unscored", the reply is unusable (judge_parse)
+        t_avg, r_avg = t_sum / w_sum, r_sum / w_sum
         dims[dim] = {"target": t_avg, "reference": r_avg,
-                     "relative": t_avg / (t_avg + r_avg) if t_avg + r_avg > 0 else 0.0}
+                     "relative": t_avg / (t_avg + r_avg) if t_avg + r_avg > 0 else None}
         target_total += t_avg * float(dim_weights[dim])
         reference_total += r_avg * float(dim_weights[dim])
-    overall = target_total / (target_total + reference_total) if target_total + reference_total > 0 else 0.0
+    overall = target_total / (target_total + reference_total) if target_total + reference_total > 0 else None
+    unscored = sorted(d for d in dim_weights if weights.get(d) and d not in dims)
     return {"overall": overall, "target_total": target_total, "reference_total": reference_total,
-            "dims": dims, "unmatched": unmatched}
+            "dims": dims, "unmatched": unmatched, "unscored": unscored}
 
 
 class DeepResearchBench(Benchmark):
@@ -175,10 +192,16 @@ class DeepResearchBench(Benchmark):
         return [{"role": "user", "content": prompt}]
 
     def judge_parse(self, text: str, problem: Problem) -> dict[str, Any] | None:
+        """RACE of one judge reply; None (asked again, then the problem's error) when the reply is not a
+        judgement: no JSON, a dimension missing, a weighted dimension with no usable criterion score, or a
+        ratio that is 0/0. Such a reply used to score 0 for that dimension (or overall): the judge failing
+        is our instrument failing, never the report's score."""
         judged = parse_race_json(text)
         if judged is None:
             return None
         race = race_scores(judged, problem.fields["criteria"])
+        if race["unscored"] or race["overall"] is None or any(d["relative"] is None for d in race["dims"].values()):
+            return None
         return {"score": race["overall"], "race": race, "race_version": RACE_VERSION}
 
     # ---- the search tool ----------------------------------------------------------------------------

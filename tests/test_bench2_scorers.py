@@ -363,3 +363,53 @@ def test_livebench_every_gold_in_its_own_format_scores_one():
         assert _score(b, "I am not sure.", p).value < 1.0
     # old-format zebra answers that LiveBench's own ***(\w+)*** rule can never credit (kept: faithful to LiveBench)
     assert sorted(unreadable) == ["d&b", "police-officer", "security-guard"], unreadable
+
+
+# ---- RACE judge replies that are not a judgement are unusable, never a 0 (issue 20 item 1) ---------------
+RACE_CRIT = {"dimension_weight": {"comprehensiveness": 0.5, "insight": 0.5},
+             "criterions": {"comprehensiveness": [{"criterion": "Coverage", "explanation": "e", "weight": 0.75},
+                                                  {"criterion": "Data", "explanation": "e", "weight": 0.25}],
+                            "insight": [{"criterion": "Depth", "explanation": "e", "weight": 1.0}]}}
+
+
+def _race_reply(comp, ins):
+    body = {"comprehensiveness": comp, "insight": ins, "instruction_following": [], "readability": []}
+    return json.dumps(body)
+
+
+def _race_parse(text):
+    from evaluators.deepresearch import DeepResearchBench
+
+    bench = DeepResearchBench({"name": "deepresearch_bench", "split": "test"})
+    problem = Problem(id="deepresearch/1", index=0, fields={"criteria": RACE_CRIT, "language": "en"}, gold="ref",
+                      benchmark="deepresearch_bench")
+    return bench.judge_parse(text, problem)
+
+
+def _item(c, s1, s2):
+    return {"criterion": c, "analysis": "a", "article_1_score": s1, "article_2_score": s2}
+
+
+def test_race_a_usable_reply_scores_as_hand_computed():
+    parsed = _race_parse(_race_reply([_item("Coverage", 8, 4), _item("Data", 4, 8)], [_item("Depth", 6, 6)]))
+    # comprehensiveness 7 vs 5, insight 6 vs 6: (0.5*7 + 0.5*6) / (0.5*7 + 0.5*6 + 0.5*5 + 0.5*6)
+    assert parsed["score"] == pytest.approx(6.5 / 12) and parsed["race"]["unscored"] == []
+
+
+@pytest.mark.parametrize("comp,ins,why", [
+    ([_item("Coverage", 8, 4)], [], "insight empty: was scored 0 for insight"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", "n/a", "n/a")], "no numeric insight score: was 0"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", float("nan"), 5)], "NaN score: was NaN"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", 7, None)], "no reference score: read as 0, so insight 1.0"),
+    ([_item("Coverage", 0, 0)], [_item("Depth", 0, 0)], "0/0: was an overall 0"),
+    ([_item("Coverage", 5, 5)], [_item("Depth", 0, 0)], "insight 0/0: was a dimension 0"),
+    ([_item("Coverage", -3, 5)], [_item("Depth", 6, 6)], "a negative score: not on the 0-10 scale"),
+])
+def test_race_a_reply_that_is_not_a_judgement_is_unusable(comp, ins, why):
+    assert _race_parse(_race_reply(comp, ins)) is None, why
+
+
+def test_race_a_criterion_without_both_scores_is_left_out_not_zeroed():
+    parsed = _race_parse(_race_reply([_item("Coverage", 8, 4), _item("Data", 9, None)], [_item("Depth", 6, 6)]))
+    # Data left out: comprehensiveness is Coverage alone, 8 vs 4 (before: Data's reference counted as 0)
+    assert parsed["race"]["dims"]["comprehensiveness"] == {"target": 8.0, "reference": 4.0, "relative": 8 / 12}
