@@ -6,7 +6,6 @@ retries; caching, cost and attribution live in :mod:`harness.llm`.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import os
 import random
 import time
@@ -106,6 +105,7 @@ class BackboneResult:
     retries: int
     latency_s: float
     retry_log: list[str] = field(default_factory=list)
+    limiter_wait_s: float = 0.0  # time spent waiting on the rate controller (harness.rate_limit)
 
 
 class Backbone(Protocol):
@@ -138,25 +138,14 @@ def check_adapter(backbone_name: str, adapters: dict[str, dict[str, Any]], name:
             f"`adapters:` in its config", kind="unknown_adapter", attempts=0)
 
 
+def _error_headers(exc: Exception) -> Any:
+    return getattr(getattr(exc, "response", None), "headers", None)
+
+
 def _retry_after_seconds(exc: Exception) -> float | None:
-    response = getattr(exc, "response", None)
-    headers = getattr(response, "headers", None)
-    if not headers:
-        return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return float(value) / 1000.0
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value)
-        return max(0.0, parsed.timestamp() - time.time()) if parsed else None
+    from harness.rate_limit import retry_after_seconds
+
+    return retry_after_seconds(_error_headers(exc))
 
 
 def classify(exc: Exception) -> str:
@@ -199,8 +188,10 @@ class OpenAICompatibleBackbone:
                  extra_identity: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
                  cache_identity: dict[str, Any] | None = None, seed: int = 0,
                  adapters: dict[str, dict[str, Any]] | None = None, max_n: int | None = None,
-                 http_library: str = "auto") -> None:
+                 http_library: str = "auto", rate_limit: Any = None) -> None:
         from openai import AsyncOpenAI
+
+        from harness.rate_limit import RateLimitSettings, controller_for
 
         self.name = name
         self.model = model
@@ -216,6 +207,9 @@ class OpenAICompatibleBackbone:
         self._extra_identity = extra_identity or {}
         self._cache_identity = cache_identity if cache_identity is not None else {"base_url": base_url}
         self._rng = random.Random(seed)
+        # mode fixed (the default here; API configs choose adaptive): no controller, max_concurrency per client
+        self.rate_limit = rate_limit if rate_limit is not None else RateLimitSettings()
+        self.rate_controller = controller_for(self.rate_limit, model=model, base_url=base_url, api_key=api_key)
         from harness.transport import LeanPost, openai_http_client  # openai's auth and errors, not its per-request cost
 
         self._client = LeanPost(AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
@@ -224,8 +218,10 @@ class OpenAICompatibleBackbone:
 
     def identity(self) -> dict[str, Any]:
         """Everything known about the model, for meta.json."""
+        from dataclasses import asdict
+
         out = {"kind": "openai-compatible", "model": self.model, "timeout_s": self.retry.timeout_s,
-               **self._extra_identity}
+               "rate_limit": asdict(self.rate_limit), **self._extra_identity}
         if self.adapters:
             out["adapters"] = self.adapters
         return out
@@ -268,36 +264,58 @@ class OpenAICompatibleBackbone:
         results = await asyncio.gather(*parts) if len(parts) > 1 else [await parts[0]]
         comps = [c for r in results for c in r.completions]
         log = [line for r in results for line in r.retry_log]
-        return BackboneResult(comps, sum(r.retries for r in results), time.perf_counter() - start, log)
+        return BackboneResult(comps, sum(r.retries for r in results), time.perf_counter() - start, log,
+                              sum(r.limiter_wait_s for r in results))
 
     async def _complete_one(self, messages: list[Message], sampling: dict[str, Any], n: int,
                             adapter: str | None) -> BackboneResult:
         body = self.request_body(messages, sampling, n, adapter)
-        retries, log = 0, []
+        retries, log, waited = 0, [], 0.0
+        ctl = self.rate_controller
         start = time.perf_counter()
         while True:
+            lease = None
             try:
+                if ctl is not None:  # a slot and the charge of this attempt (harness.rate_limit)
+                    lease = await ctl.acquire(messages, n, sampling.get("max_tokens"))
+                    waited += lease.waited_s
                 # The client's post() keeps its auth, base URL, timeouts and error classes but skips the
                 # typed request transform and pydantic response parsing (~2 ms of CPU per call, which
                 # caps throughput at high concurrency): the JSON is read directly below.
                 raw = await self._client.post("/chat/completions", body=body, cast_to=httpx.Response)
                 resp = raw.json()
                 choices = check_response(resp)
+                if lease is not None:
+                    lease.done(raw.headers, resp.get("usage"))
                 break
             except Exception as exc:  # noqa: BLE001 - classified below
                 kind = classify(exc)
+                wait = self.retry.delay(retries, _retry_after_seconds(exc), self._rng)
+                held = 0.0
+                if lease is not None:
+                    # a 429 holds every sender of the account (Retry-After, else this backoff); the next
+                    # acquire waits for it, so this request does not sleep a second time
+                    held = lease.failed(kind, _error_headers(exc), wait)
+                    if held > 0:
+                        wait = 0.0
                 if kind not in RETRYABLE_KINDS or retries + 1 >= self.retry.max_attempts:
                     what = "gave up" if kind in RETRYABLE_KINDS else "not retryable"
-                    raise BackboneError(
+                    err = BackboneError(
                         f"{self.name}: {type(exc).__name__}: {exc} ({what} after {retries + 1} attempt(s))",
-                        kind=kind, attempts=retries + 1, retry_log=log) from exc
-                wait = self.retry.delay(retries, _retry_after_seconds(exc), self._rng)
-                log.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}: retry in {wait:.2f}s")
+                        kind=kind, attempts=retries + 1, retry_log=log)
+                    err.limiter_wait_s = waited  # type: ignore[attr-defined]
+                    raise err from exc
+                log.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}: " + (
+                    f"retry in {wait:.2f}s" if held <= 0 else f"retry after the account's hold of {held:.2f}s"))
                 retries += 1
-                await asyncio.sleep(wait)
+                if wait > 0:
+                    await asyncio.sleep(wait)
+            finally:
+                if lease is not None and lease.open:  # cancelled while in flight: free the slot
+                    lease.failed("cancelled")
         latency = time.perf_counter() - start
         comps = await self.completions_from(resp, choices, sampling)
-        return BackboneResult(comps, retries, latency, log)
+        return BackboneResult(comps, retries, latency, log, waited)
 
     async def completions_from(self, resp: dict[str, Any], choices: list[dict[str, Any]],
                                sampling: dict[str, Any]) -> list[Completion]:

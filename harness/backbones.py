@@ -20,6 +20,7 @@ from harness.adapters import adapter_identity, parse_adapters
 from harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy,
                               VLLMInProcessBackbone, api_key_from_env)
 from harness.ledger import Price
+from harness.rate_limit import parse_rate_limit
 
 KINDS = ("openai", "embedded", "vllm-inprocess", "peft")
 
@@ -32,6 +33,8 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
     price = Price.from_config(cfg.get("price"), name)
     common = dict(name=name, price=price, params=cfg.get("params"),
                   max_concurrency=int(cfg.get("max_concurrency", 4)))
+    # harness.rate_limit: adaptive concurrency and pacing (default for kind openai), or fixed as before
+    rate_limit = parse_rate_limit(cfg.get("rate_limit"), kind=kind)
     if kind == "openai":
         # vLLM serves each --lora-modules entry under its name: the adapter is chosen by `model`
         adapters = {n: adapter_identity(a) for n, a in parse_adapters(cfg.get("adapters"), name).items()}
@@ -40,11 +43,12 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         supports_n=bool(cfg.get("supports_n", True)),
                                         retry=RetryPolicy(**(cfg.get("retry") or {})), seed=seed,
                                         extra_identity={"base_url": cfg.get("base_url")}, adapters=adapters,
-                                        http_library=str(cfg.get("http_library", "auto")), **common)
+                                        http_library=str(cfg.get("http_library", "auto")), rate_limit=rate_limit,
+                                        **common)
     if kind == "embedded":
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.local_server.ServerPool)")
-        return await _embedded(cfg, run_dir, seed, common, servers)
+        return await _embedded(cfg, run_dir, seed, {**common, "rate_limit": rate_limit}, servers)
     if kind == "vllm-inprocess":
         if cfg.get("adapters"):
             raise BackboneError(f"backbone '{name}': adapters are served by a vLLM server (kind: openai, "

@@ -25,7 +25,8 @@ NEUTRAL_KEYS = (
     "runner.correct_threshold", "method.label", "method.deviations",
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
-NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url")
+NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url",
+                         "rate_limit")
 
 #: Files that make up a run's results (removed by ``restart=true``; server.log is kept).
 RUN_FILES = ("predictions.jsonl", "calls.jsonl", "requests.jsonl", "metrics.json", "method_state.json",

@@ -57,7 +57,11 @@ class LLMClient:
         self.method = method
         self.role = role
         self.defaults = {k: v for k, v in defaults.items() if k in SAMPLING_KEYS}
-        self._sem = asyncio.Semaphore(max(1, int(backbone.max_concurrency)))
+        # adaptive rate limiting (harness.rate_limit): the account's controller bounds the requests in flight
+        # (shared by every client on that account); fixed: max_concurrency per client, as before
+        self.rate_controller = getattr(backbone, "rate_controller", None)
+        bound = self.rate_controller.settings.max if self.rate_controller is not None else backbone.max_concurrency
+        self._sem = asyncio.Semaphore(max(1, int(bound)))
         self._backbone_id = json.dumps(backbone.cache_identity(), sort_keys=True, default=str)
         self.model_identity = model_identity(backbone)
         self._adapters: dict[str, dict[str, Any]] = {}
@@ -67,6 +71,15 @@ class LLMClient:
         self.failed_calls = 0    # requests that failed for good
         self.first_error: str | None = None
         self._invocation = uuid.uuid4().hex[:8]
+        self.rate = RateStats()
+
+    def rate_summary(self) -> dict[str, Any]:
+        """``metrics.json``'s ``rate_limit`` entry for this client (harness.rate_limit)."""
+        return self.rate.summary(self.rate_controller)
+
+    def progress(self) -> str | None:
+        """The account's concurrency and requests/tokens per minute, for the progress line (adaptive only)."""
+        return None if self.rate_controller is None else self.rate_controller.progress()
 
     # ---- adapters ---------------------------------------------------------------------------------------
     def adapter_identity(self, adapter: str | None) -> dict[str, Any] | None:
@@ -139,8 +152,11 @@ class LLMClient:
             if call.journal is not None:
                 call.journal.sent(rid, per_sample[group[0]][1], call.problem_id)
             start = time.perf_counter()
+            self.rate.started()
             try:
                 res = await self.backbone.complete(messages, params, len(group), **kwargs)
+                self.rate.add(res.retry_log, res.limiter_wait_s, sum(c.prompt_tokens + c.completion_tokens
+                                                                      for c in res.completions), res.retries + 1)
                 comps = list(res.completions)
                 if len(comps) < len(group):
                     # A server that ignores n (llama.cpp) returns one choice: fetch the rest one by one.
@@ -156,6 +172,8 @@ class LLMClient:
                 if self.first_error is None:
                     self.first_error = msg
                 attempts = getattr(exc, "attempts", 1)
+                self.rate.add(list(getattr(exc, "retry_log", None) or []), getattr(exc, "limiter_wait_s", 0.0), 0,
+                              1 if attempts is None else int(attempts), getattr(exc, "kind", None))
                 call.failure(time.perf_counter() - start, group[0], params, msg,
                              getattr(exc, "kind", None) or type(exc).__name__,
                              1 if attempts is None else int(attempts), list(getattr(exc, "retry_log", None) or []),
@@ -170,6 +188,42 @@ class LLMClient:
         for idx, comp in zip(group, comps):
             self.cache.put(per_sample[idx][1], {"completion": dict(comp.__dict__), "latency_s": latency})  # asdict: ~20 us more
             results[idx] = comp
+
+
+class RateStats:
+    """What this client's requests met at the provider, for metrics.json (``rate_limit``): 429s received, time
+    waiting on the rate controller, and the achieved rate over the client's busy span."""
+
+    def __init__(self) -> None:
+        self.http_429 = 0
+        self.attempts = 0
+        self.limiter_wait_s = 0.0
+        self.tokens = 0
+        self.first: float | None = None
+        self.last: float | None = None
+
+    def started(self) -> None:
+        if self.first is None:
+            self.first = time.time()
+
+    def add(self, retry_log: list[str], waited: float, tokens: int, attempts: int, final_kind: str | None = None) -> None:
+        self.http_429 += sum(1 for line in retry_log if line.startswith("http_429")) + (final_kind == "http_429")
+        self.attempts += attempts
+        self.limiter_wait_s += float(waited or 0.0)
+        self.tokens += tokens
+        self.last = time.time()
+
+    def summary(self, controller: Any = None) -> dict[str, Any]:
+        span = (self.last - self.first) if self.first is not None and self.last is not None else 0.0
+        out: dict[str, Any] = {
+            "mode": "adaptive" if controller is not None else "fixed", "requests": self.attempts,
+            "http_429": self.http_429, "http_429_share": round(self.http_429 / self.attempts, 4) if self.attempts else 0.0,
+            "limiter_wait_s": round(self.limiter_wait_s, 3), "busy_s": round(span, 3),
+            "achieved": {"requests_per_min": round(60 * self.attempts / span, 1) if span > 0 else None,
+                         "tokens_per_min": round(60 * self.tokens / span, 1) if span > 0 else None}}
+        if controller is not None:
+            out["controller"] = controller.stats()
+        return out
 
 
 class _Call:

@@ -118,6 +118,9 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
         if mc is not None and not (_is_int(mc) and mc >= 1):
             _fail(f"{prefix}.max_concurrency", mc, "a positive integer (requests in flight at once)")
         _check_sampling(f"{prefix}.sampling", bb.get("sampling") or {})
+        from harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
+
+        check_backbone_config(prefix, bb)
     _check_sampling("sampling", cfg.get("sampling") or {})
 
 

@@ -1,0 +1,64 @@
+"""End to end through the runner against the rate-limited loopback double (tests/rate_limit_server.py): with a
+low limit every problem is answered, none errors by rate limiting, and the ledger's attempts are the requests the
+double received (nothing hidden, nothing lost)."""
+from __future__ import annotations
+
+import asyncio
+
+from harness.results import read_jsonl_tolerant
+from harness.runner import Runner
+from tests.fault_server import backbone_config
+from tests.rate_limit_server import RateLimitedServer
+from tests.test_faults import fault_spec, tiny_rows
+
+
+def run_against(tmp_path, monkeypatch, rate_limit, problems=48):
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tiny_rows(tmp_path / "data", problems)))
+    # ~190 tokens per CoT-SC(5) request (prompt + 5 x max_tokens 32): about 6 requests per 1 s window
+    with RateLimitedServer(rpm=50, tpm=1200, window_s=1.0, base_latency_s=0.05, latency_per_request_s=0.01,
+                           max_seconds=120) as srv:
+        bb = backbone_config(srv.url, supports_n=True, max_concurrency=8, rate_limit=rate_limit,
+                             retry={"max_attempts": 4, "base_delay_s": 0.05, "max_delay_s": 1.0, "timeout_s": 5.0})
+        spec = fault_spec(tmp_path, srv.url, backbone=bb)
+        metrics = asyncio.run(Runner(spec).run())
+        stats = srv.stats()
+    return spec, metrics, stats
+
+
+def attempts(calls):
+    """HTTP requests in the ledger: each request's attempts (its first record holds them; the others say 1)."""
+    per_request = {}
+    for c in calls:
+        per_request[c["request"]] = max(per_request.get(c["request"], 0), c["attempts"])
+    return sum(per_request.values())
+
+
+def test_low_limit_every_problem_answered_and_attempts_equal_received(tmp_path, monkeypatch):
+    spec, metrics, stats = run_against(tmp_path, monkeypatch, {"mode": "adaptive", "start": 2, "max": 32,
+                                                               "window_s": 1.0, "share_path": str(tmp_path / "rl.db")})
+    assert metrics["n"] == 48 and metrics["n_errors"] == 0 and metrics["complete"] is True, metrics.get("first_error")
+    calls = read_jsonl_tolerant(spec.out_dir / "calls.jsonl")
+    assert all(c["error"] is None for c in calls)
+    # per problem: one request of n=5 (5 records, the first holds the request's attempts) and one verify request
+    assert len(calls) == 48 * 6 and stats["answered"] == 48 * 2
+    assert attempts(calls) == stats["received"]
+    # paced at the limit: (almost) no 429s, and the windows were used
+    assert stats["rejected"] <= 2, stats
+    busy = [w["tokens"] for w in stats["windows"].values()][1:-1]
+    assert busy and max(busy) <= 1200
+    rl = metrics.get("rate_limit")
+    if rl is not None:  # recorded by the runner
+        entry = next(iter(rl.values()))
+        assert entry["mode"] == "adaptive" and entry["requests"] == stats["received"]
+        assert entry["http_429"] == stats["rejected"] and entry["limiter_wait_s"] > 0
+
+
+def test_fixed_concurrency_meets_the_same_limit_with_a_429_storm(tmp_path, monkeypatch):
+    """Today's behaviour (mode fixed, 8 in flight) on the same double: the contrast the controller removes."""
+    spec, metrics, stats = run_against(tmp_path, monkeypatch, {"mode": "fixed"}, problems=24)
+    assert stats["rejected"] > 0.2 * stats["received"], stats
+    calls = read_jsonl_tolerant(spec.out_dir / "calls.jsonl")
+    assert attempts(calls) == stats["received"]  # every attempt is in the ledger either way
+    # a request that exhausted its retries is an error, never an answer
+    assert metrics["n"] + metrics["n_errors"] == 24
+    assert all((c["error"] is None) == (c["error_kind"] is None) for c in calls)
