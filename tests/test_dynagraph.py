@@ -259,9 +259,12 @@ def test_plan_attempts_are_bounded_then_the_labelled_fallback(tmp_path: Path, ti
     t = preds_of(spec)[0]["trace"]
     assert len(t["plans"][0]["attempts"]) == 2 and t["fallback_plan"] and not t["plan_legal_first_try"]
     assert [e["expert"] for e in t["executions"]][:2] == ["E_logic", "E_logic"]  # fallback v1, then its patch
-    err = make_spec(tmp_path / "e", method_cfg(max_plan_attempts=1, on_plan_failure="error"), limit=1)
+    assert (t["reasks"], t["fallbacks"], t["fallback_patches"]) == (1, 1, 0)      # counted in the trace
+    err = make_spec(tmp_path / "e", method_cfg(max_plan_attempts=1, fallback="error"), limit=1)
     m = run(err, ScriptedBackbone(script))
     assert m["n_errors"] == 1 and not m["complete"] and "PlanFailure" in m["first_error"]["error"]
+    old = make_spec(tmp_path / "o", method_cfg(max_plan_attempts=1, on_plan_failure="error"), limit=1)
+    assert run(old, ScriptedBackbone(script))["n_errors"] == 1                  # the option's earlier name
 
 
 def test_final_answer_in_the_wrong_format_is_a_lethal_anomaly(tmp_path: Path, tiny_data: Path):
