@@ -101,10 +101,17 @@ def _flops(runs: list[Any]) -> tuple[float | None, str | None]:
 
 
 def _fresh_latency(runs: list[Any]) -> dict[str, Any]:
-    """Mean per-problem latency over the answered problems whose every call was fresh. A cached call has no
+    """Mean per-problem latency over the answered problems whose every call was fresh, of runs made unbatched
+    (``runner.max_concurrent_problems=1`` in their config.yaml; otherwise none is measured). A cached call has no
     latency (it was replayed, e.g. from the full variant's run into an ablation's), so a problem with any replayed
     call says nothing about latency; it is left out and counted. Calls are matched to the scored attempt by the
     ``attempt`` id both files carry (a record without one counts ``calls - backbone_calls`` as replayed)."""
+    batched = sorted({str((r.config().get("runner") or {}).get("max_concurrent_problems")) for r in runs
+                      if (r.config().get("runner") or {}).get("max_concurrent_problems") != 1})
+    if batched:     # concurrent problems share the backbone: their wall times are not the paper's unbatched latency
+        return {"lat": None, "lat_n": 0, "lat_replayed": 0,
+                "lat_note": f"latency not measured unbatched (runner.max_concurrent_problems={', '.join(batched)}; "
+                            "rerun with runner.max_concurrent_problems=1, as the table's plan does)"}
     lats, replayed, total = [], 0, 0
     for r in runs:
         hits: dict[str, int] = {}

@@ -20,11 +20,13 @@ def spec_for(tmp_path: Path, method: dict, bench_name: str) -> RunSpec:
              "splits": {"test": "tiny/test.jsonl"}, "limit": 2, "metric": "accuracy",
              "answer_instruction": "End with ANSWER: <n>."}
     backbone = {"name": "scripted", "price": {"input_per_1m": 0, "output_per_1m": 0}, "max_concurrency": 4}
-    full = {"method": method, "benchmark": bench, "backbone": backbone, "seed": 42, "experiment": "dynagraph"}
+    runner = {"progress": False, "max_concurrent_problems": 1}       # unbatched, as the table's plan runs them
+    full = {"method": method, "benchmark": bench, "backbone": backbone, "seed": 42, "experiment": "dynagraph",
+            "runner": runner}
     return RunSpec(experiment="dynagraph", seed=42, method_cfg=method, benchmark_cfg=bench, backbone_cfg=backbone,
                    sampling={"temperature": 0.0, "max_tokens": 64},
                    cache_cfg={"mode": "read-write", "path": str(tmp_path / "cache.sqlite")},
-                   runner_cfg={"progress": False}, results_root=tmp_path / "results", full_config=full)
+                   runner_cfg=runner, results_root=tmp_path / "results", full_config=full)
 
 
 def test_table1_cells_paper_column_and_mix(tmp_path: Path, tiny_data: Path):
@@ -130,3 +132,12 @@ def test_tflops_of_a_backbone_without_a_parameter_count_are_unknown_not_zero(tmp
     assert any("TFLOPs unknown: no parameter count for scripted-model" in n for n in table.notes)
     rec = next(r for r in records if r["method"] == "dynagraph" and r["benchmark"] == "strategyqa")
     assert rec["tflops_per_problem"] is None and "TFLOPs unknown" in rec["reason"]
+
+
+def test_latency_of_a_batched_run_is_not_reported_as_unbatched(tmp_path: Path, tiny_data):
+    s = _spec(tmp_path, "r")
+    s.runner_cfg["max_concurrent_problems"] = None            # the harness default: problems run concurrently
+    run(s, ScriptedBackbone(script_factory(bad_first_plan=False)))
+    table, records = build(tmp_path / "r", "scripted", load_experiment("dynagraph_table1"), 1)
+    assert _dg_row(table)[3] == "—"
+    assert any("latency not measured unbatched (runner.max_concurrent_problems=None" in n for n in table.notes)
