@@ -7,7 +7,8 @@
 
 Options: ``runs`` (run folders, comma-separated), ``out``, ``base`` (as ``training.train``), ``steps``
 (default ``collect,sft,kto``; add ``kto_only`` for Table 4's "w/o SFT" adapter), collection options of :mod:`dyflow.train.collect` (``prompt``, ``completion``,
-``label_source``, ``threshold``, ``ratio``, ``seed``, ``benchmarks``), and ``sft.<key>=...`` / ``kto.<key>=...``
+``label_source``, ``threshold``, ``ratio``, ``seed``, ``benchmarks``, ``train_splits``: a run on any other split is
+refused), and ``sft.<key>=...`` / ``kto.<key>=...``
 overrides of ``configs/training/dyflow_sft.yaml`` / ``dyflow_kto.yaml`` (the D.2 hyper-parameters).
 
 The output folder: ``data/`` (the datasets and ``collect.json``), ``sft/`` and ``kto/`` (``training.train``
