@@ -43,6 +43,7 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         supports_n=bool(cfg.get("supports_n", True)),
                                         retry=RetryPolicy(**(cfg.get("retry") or {})), seed=seed,
                                         extra_identity={"base_url": cfg.get("base_url")}, adapters=adapters,
+                                        cache_identity={},  # the endpoint is not the model: keyed by model name
                                         http_library=str(cfg.get("http_library", "auto")), rate_limit=rate_limit,
                                         **common)
     if kind == "embedded":

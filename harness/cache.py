@@ -6,6 +6,13 @@ parameter, the request seed, the sample index and the LoRA adapter (when one is 
 therefore never collapsed into one entry (the inspect_ai #2580 bug): five
 Monte-Carlo draws at T=0.7 are five keys. Concurrency, retry and timeout knobs
 are deliberately *not* in the key. Only completions are stored: an error is never cached.
+
+The endpoint is not the model: an ``openai``-kind backbone is keyed by its model name, not its URL, so a
+vLLM server restarted on another port (or ``localhost`` vs ``127.0.0.1``) replays the same entries.
+
+A cache that cannot be read or written raises :class:`CacheError` naming the file and the fix (never an
+sqlite traceback); a failed write comes after the call's ledger line (:mod:`harness.llm`), so the bill
+stays complete.
 """
 from __future__ import annotations
 
@@ -37,6 +44,21 @@ def cache_key(backbone_id: str, messages: list[dict[str, str]], params: dict[str
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+class CacheError(OSError):
+    """The response cache file cannot be opened, read or written: one line naming it and the fix."""
+
+    def __init__(self, path: Path, what: str, exc: BaseException) -> None:
+        super().__init__(getattr(exc, "errno", None) or 0, str(exc), str(path))
+        self.path = path
+        self.what = what
+        self.cause = exc
+
+    def __str__(self) -> str:
+        return (f"cannot {self.what} the response cache {self.path}: {type(self.cause).__name__}: {self.cause}; "
+                "fix: free space on its disk, or delete that file if it is damaged (answered calls are paid "
+                "again), or point cache.path=... elsewhere, or run without it with cache.mode=off")
+
+
 class ResponseCache:
     """A small thread-safe SQLite key → JSON store. One connection, WAL mode."""
 
@@ -47,34 +69,52 @@ class ResponseCache:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        self.write_error: CacheError | None = None  # the first failed write (the runner stops the run on it)
         if mode != "off":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
-                " created REAL NOT NULL)")
-            self._db.commit()
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+                self._db.execute(
+                    "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
+                    " created REAL NOT NULL)")
+                self._db.commit()
+            except (sqlite3.Error, OSError) as exc:  # "file is not a database", a read-only or full disk
+                if self._db is not None:
+                    self._db.close()
+                    self._db = None
+                raise CacheError(self.path, "open", exc) from exc
 
     def get(self, key: str) -> dict[str, Any] | None:
         if self._db is None:
             return None
-        with self._lock:
-            row = self._db.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
-        return json.loads(row[0]) if row else None
+        try:
+            with self._lock:
+                row = self._db.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
+            return json.loads(row[0]) if row else None
+        except (sqlite3.Error, ValueError) as exc:  # a damaged page or entry: never a miss that pays again silently
+            raise CacheError(self.path, f"read entry {key[:12]}... of", exc) from exc
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         if self._db is None or self.mode == "read-only":
             return
         blob = json.dumps(value, ensure_ascii=False)
-        with self._lock:
-            self._db.execute("INSERT OR REPLACE INTO responses(key, value, created) VALUES (?,?,?)",
-                             (key, blob, time.time()))
-            # Committed now, before the caller writes the call's ledger line: a kill right after must not
-            # leave a paid completion on the bill but out of the cache (sharing one commit between the
-            # replies of an event-loop turn saved ~0.1 ms per reply and lost exactly those at a SIGKILL).
-            self._db.commit()
+        try:
+            with self._lock:
+                self._db.execute("INSERT OR REPLACE INTO responses(key, value, created) VALUES (?,?,?)",
+                                 (key, blob, time.time()))
+                # Committed per reply, right after the call's ledger line: a kill in between costs one
+                # re-sent request on resume, never a call missing from the bill (sharing one commit between
+                # the replies of an event-loop turn saved ~0.1 ms per reply and lost exactly those at a SIGKILL).
+                self._db.commit()
+        except (sqlite3.Error, OSError) as exc:
+            try:
+                self._db.rollback()
+            except sqlite3.Error:
+                pass
+            self.write_error = self.write_error or CacheError(self.path, "write", exc)
+            raise CacheError(self.path, "write", exc) from exc
 
     def __len__(self) -> int:
         if self._db is None:

@@ -5,6 +5,11 @@ progress bar, concurrency, fsync, logger, cache location, problem selection, ...
 backbone identity (model, model file hash, adapters). A resumed run must match it; otherwise answers of two
 configurations would be mixed in one folder while ``config.yaml`` claims the newer one. On a mismatch the
 run is refused with the differing keys and the two fixes: a new ``experiment=...`` or ``restart=true``.
+
+Both edges matter. The benchmark block (split, extraction rule, version, ...) is part of the identity, and so
+is the sha256 of the data file the problems were read from: a file changed under the same problem ids is
+refused, naming the file, rather than mixed into the resumed answers. The endpoint is not: ``base_url`` (and
+so a server restarted on another port, or ``localhost`` vs ``127.0.0.1``) never changes the identity.
 """
 from __future__ import annotations
 
@@ -15,14 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.results import RunPaths, write_json_atomic
+from harness.results import RunPaths, read_json, write_json_atomic
 
 #: Dotted keys that never change what a run answers (or whose effect is recomputed from the files each run).
 NEUTRAL_KEYS = (
     "experiment", "results_root", "logger", "cache", "restart", "limit", "sample", "dry_run",
     "benchmark.limit", "benchmark.sample",
     "runner.progress", "runner.max_concurrent_problems", "runner.fsync", "runner.fail_fast_after",
-    "runner.correct_threshold", "method.label", "method.deviations",
+    "runner.correct_threshold", "runner.score_retries", "method.label", "method.deviations",
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
 NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url",
@@ -120,14 +125,19 @@ def _short(v: Any) -> str:
 
 
 def check_run_identity(paths: RunPaths, resolved_config: dict[str, Any],
-                       backbone_identities: dict[str, dict[str, Any]], restart: bool = False) -> dict[str, Any]:
+                       backbone_identities: dict[str, dict[str, Any]], restart: bool = False,
+                       data: dict[str, Any] | None = None) -> dict[str, Any]:
     """Refuse to resume a folder written by another configuration; record the identity of a new one.
 
     ``backbone_identities`` maps each role ("default" = the run's backbone) to :func:`backbone_identity`.
     ``restart=True`` removes the folder's run files first (the response cache still replays their calls).
-    Folders written before identity.json existed are checked against their config.yaml.
+    Folders written before identity.json existed are checked against their config.yaml. ``data`` (the
+    benchmark's :class:`~harness.benchmark.DataInfo` as a dict: ``file``, ``sha256``) is recorded and must
+    match too; a folder recorded without it adopts it.
     """
     doc = identity_document(resolved_config, backbone_identities)
+    if data is not None:
+        doc["data"] = {"file": str(data.get("file")), "sha256": data.get("sha256")}
     root = paths.root
     if restart:
         for name in RUN_FILES:
@@ -136,9 +146,16 @@ def check_run_identity(paths: RunPaths, resolved_config: dict[str, Any],
             except FileNotFoundError:
                 pass
     old: dict[str, Any] | None = None
-    if paths.identity.exists():
-        old = json.loads(paths.identity.read_text(encoding="utf-8"))
+    old = read_json(paths.identity, what="this run folder's identity record",
+                    fix="restart=true discards the folder's results and starts over (the response cache replays "
+                        "their calls), or give this configuration its own folder with experiment=<new name>")
+    if old is not None and not isinstance(old, dict):
+        raise IdentityMismatch(f"{paths.identity} is not an identity record; fix: restart=true, or experiment=<new name>")
+    if old is not None:
         if old.get("identity_sha256") == doc["identity_sha256"]:
+            _check_data(paths, old.get("data"), doc.get("data"))
+            if doc.get("data") and old.get("data") != doc["data"]:  # adopt the data record (same sha256)
+                write_json_atomic(paths.identity, {**old, "data": doc["data"]})
             return old
         diffs = differing_keys(old.get("config") or {}, doc["config"])
         diffs += [f"backbone identity {d}" for d in differing_keys(old.get("backbones") or {}, doc["backbones"])]
@@ -159,3 +176,14 @@ def check_run_identity(paths: RunPaths, resolved_config: dict[str, Any],
     root.mkdir(parents=True, exist_ok=True)
     write_json_atomic(paths.identity, doc)
     return doc
+
+
+def _check_data(paths: RunPaths, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:
+    """Refuse a resume on data whose bytes changed since the folder's answers were made (same ids or not)."""
+    if not old or not new or not old.get("sha256") or old.get("sha256") == new.get("sha256"):
+        return
+    raise IdentityMismatch(
+        f"{paths.root} holds results made from other data: {new.get('file')} has sha256 {str(new.get('sha256'))[:16]}... "
+        f"but the folder's answers were made from {old.get('file')} with sha256 {str(old.get('sha256'))[:16]}...; "
+        "resuming would mix answers to two versions of the problems under the same ids. Either restore that "
+        "file, give this data its own folder with experiment=<new name>, or start over with restart=true")

@@ -158,14 +158,23 @@ class LedgerFile:
         self.path = path
         self.fsync = fsync
         self._fh: Any = None
+        self.error: OSError | None = None  # the first failed write: the runner stops on it even if a method swallowed it
 
     def write(self, row: dict[str, Any]) -> None:
-        if self._fh is None:
-            self._fh = open(self.path, "a", encoding="utf-8")
-        self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-        self._fh.flush()
-        if self.fsync:
-            os.fsync(self._fh.fileno())
+        try:
+            if self._fh is None:
+                self._fh = open(self.path, "a", encoding="utf-8")
+            self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            self._fh.flush()
+            if self.fsync:
+                os.fsync(self._fh.fileno())
+        except OSError as exc:  # a full or read-only disk: name the file (a write error carries no filename)
+            from harness.results import ResultsWriteError
+
+            err = exc if isinstance(exc, ResultsWriteError) else ResultsWriteError(self.path, exc)
+            self.error = self.error or err
+            self.close()  # a half-written line is repaired (dropped) by the next run
+            raise err from exc
 
     def close(self) -> None:
         if self._fh is not None:

@@ -7,6 +7,8 @@ when it completes. An interrupted run loses nothing finished and a re-run resume
 
 Errors are not wrong answers: a problem whose method raised is ``status: error``, left out of the headline
 score, counted in ``n_errors`` and retried by the next run; a run with any error is ``complete: false``.
+So is a run whose ledger does not cover its answers (``ledger_gap``: ``calls.jsonl`` missing or torn): the
+next run re-runs those problems, replaying their calls from the cache, until the bill covers every answer.
 """
 from __future__ import annotations
 
@@ -55,6 +57,30 @@ class RunPaths:
     def identity(self) -> Path: return self.root / "identity.json"
     @property
     def requests(self) -> Path: return self.root / "requests.jsonl"
+
+
+class CorruptFile(ValueError):
+    """A JSON file the harness wrote cannot be parsed: one line naming it and the fix."""
+
+
+def read_json(path: str | os.PathLike[str], *, what: str, fix: str | None = None, default: Any = None) -> Any:
+    """``path``'s JSON, ``default`` when it does not exist; a damaged file raises :class:`CorruptFile`
+    naming the file, what it is and ``fix`` (default: delete or restore it) instead of ``Expecting value``."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return default
+    except UnicodeDecodeError as exc:
+        text, err = None, exc
+    if text is not None:
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            err = exc
+    detail = "it is empty" if text is not None and not text.strip() else f"{type(err).__name__}: {err}"
+    raise CorruptFile(f"{p} ({what}) is damaged, not JSON ({detail}); fix: "
+                      f"{fix or 'restore it from a copy, or delete it and re-run'}")
 
 
 def read_jsonl_tolerant(path: Path) -> list[dict[str, Any]]:
@@ -121,9 +147,13 @@ class ResultWriter:
             fh.truncate()
 
     def finished(self) -> dict[str, dict[str, Any]]:
-        """Problems with a final record; errored ones are retried on resume."""
-        return {k: v for k, v in latest_by_id(read_jsonl_tolerant(self.paths.predictions)).items()
+        """Problems with a final record whose calls are all on the bill; errored ones are retried on resume,
+        and so are answers whose ledger lines are missing (their calls replay from the cache, so the bill
+        covers every answer again)."""
+        done = {k: v for k, v in latest_by_id(read_jsonl_tolerant(self.paths.predictions)).items()
                 if v.get("status") != "error"}
+        gaps = {p["id"] for p in ledger_gaps(list(done.values()), read_jsonl_tolerant(self.paths.calls))}
+        return {k: v for k, v in done.items() if k not in gaps}
 
     def append(self, prediction: dict[str, Any], calls: list[CallRecord]) -> None:
         """Write one problem's calls (tagged with its attempt id) unless a :class:`CallLog` wrote them as they
@@ -138,11 +168,14 @@ class ResultWriter:
                 fh.flush()
                 if self.fsync:
                     os.fsync(fh.fileno())
-        with open(self.paths.predictions, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(prediction, ensure_ascii=False, default=str) + "\n")
-            fh.flush()
-            if self.fsync:
-                os.fsync(fh.fileno())
+        try:
+            with open(self.paths.predictions, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(prediction, ensure_ascii=False, default=str) + "\n")
+                fh.flush()
+                if self.fsync:
+                    os.fsync(fh.fileno())
+        except OSError as exc:  # a write error carries no filename: name it here
+            raise ResultsWriteError(self.paths.predictions, exc) from exc
 
     def write_json(self, path: Path, obj: Any) -> None:
         """Atomic write (temporary file, then rename); on failure no ``.tmp`` is left behind."""
@@ -162,6 +195,15 @@ def write_json_atomic(path: Path, obj: Any) -> None:
         except OSError:
             pass
         raise ResultsWriteError(path, exc) from exc
+
+
+def ledger_gaps(answered: list[dict[str, Any]], calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Answered predictions with fewer ``calls.jsonl`` lines (by attempt) than the calls they record: a missing
+    or torn ledger. Such an answer's cost is unknown, so a run holding one is not complete."""
+    per_attempt: dict[Any, int] = {}
+    for c in calls:
+        per_attempt[c.get("attempt")] = per_attempt.get(c.get("attempt"), 0) + 1
+    return [p for p in answered if per_attempt.get(p.get("attempt"), 0) < int(p.get("calls") or 0)]
 
 
 def pending_exception() -> BaseException | None:
@@ -195,6 +237,12 @@ def compute_metrics(predictions: list[dict[str, Any]], calls: list[dict[str, Any
         e = errored[0]
         kinds = [c.get("error_kind") for c in calls if c.get("attempt") == e.get("attempt") and c.get("error")]
         first_error = {"id": e["id"], "error": e.get("error"), "kind": kinds[0] if kinds else None}
+    gaps = ledger_gaps(answered, calls)
+    ledger_gap = None
+    if gaps:
+        g = gaps[0]
+        ledger_gap = {"n": len(gaps), "first": g["id"], "calls": int(g.get("calls") or 0),
+                      "on_ledger": sum(1 for c in calls if c.get("attempt") == g.get("attempt"))}
     totals = s.to_dict()
     by_role, by_stage = totals.pop("by_role"), totals.pop("by_stage")
     totals["by_stage"] = by_stage  # kept where existing readers look for it
@@ -206,8 +254,9 @@ def compute_metrics(predictions: list[dict[str, Any]], calls: list[dict[str, Any
         "n": n,
         "n_errors": len(errored),
         "selected": selected,
-        "complete": not errored and n == selected,
+        "complete": not errored and n == selected and not gaps,
         "first_error": first_error,
+        "ledger_gap": ledger_gap,  # answers whose calls are missing from calls.jsonl (None: the bill covers all)
         "stderr": math.sqrt(var / n) if n > 1 else 0.0,
         "n_empty": sum(1 for p in answered if not (p.get("raw_output") or "").strip()),
         "totals": totals,

@@ -45,8 +45,16 @@ def incomplete_message(metrics: dict) -> str:
     else:
         fix = "re-run to finish the remaining problems"
     n_err, selected = metrics.get("n_errors", 0), metrics.get("selected", 0)
-    what = (f"{n_err} of {selected} problems failed (first, {first.get('id')}: {first.get('error')})" if n_err else
-            f"{selected - metrics.get('n', 0)} of {selected} problems have no answer")
+    gap = metrics.get("ledger_gap")
+    if n_err:
+        what = f"{n_err} of {selected} problems failed (first, {first.get('id')}: {first.get('error')})"
+    elif gap and metrics.get("n", 0) >= selected:
+        what = (f"calls.jsonl does not cover {gap['n']} answered problem(s) (first, {gap['first']}: {gap['calls']} "
+                f"call(s), {gap['on_ledger']} on the ledger), so the run's cost is unknown")
+        fix = ("none needed first: a re-run solves those problems again with their calls replayed from the response "
+               "cache at no cost, so the bill covers every answer (for a stateful method use restart=true)")
+    else:
+        what = f"{selected - metrics.get('n', 0)} of {selected} problems have no answer"
     if metrics.get("aborted"):
         what += "; stopped early: every backbone call failed (runner.fail_fast_after)"
     return (f"run incomplete: {what}; fix: {fix}; then re-run the same command: answered problems are kept "
@@ -116,9 +124,10 @@ def guarded(body: Callable[[dict], dict], cfg: DictConfig) -> float:
 
 def disk_message(exc: OSError) -> str:
     """One line naming the path and errno of a failed read or write (a full or read-only results disk)."""
+    from harness.cache import CacheError
     from harness.results import ResultsWriteError
 
-    if isinstance(exc, ResultsWriteError) or not exc.errno:
+    if isinstance(exc, (ResultsWriteError, CacheError)) or not exc.errno:
         return str(exc)
     return f"{exc.filename or '(unknown path)'}: [Errno {exc.errno}] {exc.strerror}"
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.backbones import build_backbone
 from harness.benchmark import Benchmark, build_benchmark
-from harness.cache import ResponseCache
+from harness.cache import CacheError, ResponseCache
 from harness.calibration import calibration_metrics, reliability_diagram
 from harness.context import Budgets, RunContext
 from harness.env import Engines, EnvHost, TrajectoryLog
@@ -32,13 +32,20 @@ from harness.identity import backbone_identity, check_run_identity
 from harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
 from harness.judge import role_configured as judge_role_configured
 from harness.llm import LLMClient, RunAborted
+from harness.lock import FolderLock
 from harness.spec import backbone_dir
 from harness.validate import validate_run_config
-from harness.results import (ResultWriter, RunPaths, compute_metrics, pass_at_k, pending_exception,
-                             read_jsonl_tolerant, resume_report, sample_seed)
+from harness.results import (ResultsWriteError, ResultWriter, RunPaths, compute_metrics, pass_at_k,
+                             pending_exception, read_json, read_jsonl_tolerant, resume_report, sample_seed)
 from harness.roles import Role, build_role_backbones, resolve_roles, role_identities
 from harness.types import Problem, Score, Solution
 from harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
+
+
+#: Failures of the run, not of one problem: they stop the run (one line naming the file or cause) instead of
+#: erroring every remaining problem after paying for it.
+RUN_LEVEL: tuple[type[BaseException], ...] = (KeyboardInterrupt, asyncio.CancelledError, RunAborted, CacheError,
+                                              ResultsWriteError)
 
 
 @dataclass
@@ -109,6 +116,12 @@ class Runner:
         self._done_cost = 0.0
 
     async def run(self) -> dict[str, Any]:
+        """Solve, score and summarise, holding the folder's lock throughout (harness.lock): a second
+        process on the same folder is refused before it reads or writes anything there."""
+        with FolderLock(self.paths.root, what="results folder"):
+            return await self._run()
+
+    async def _run(self) -> dict[str, Any]:
         spec = self.spec
         problems, data_info = self.benchmark.load()
         if self.benchmark.domain == "code" and not spec.benchmark_cfg.get("execute_code"):
@@ -124,7 +137,7 @@ class Runner:
         distinct = list({id(b): b for b in backbones.values()}.values())
         try:  # core-B: a results folder belongs to one configuration (harness.identity)
             check_run_identity(self.paths, spec.full_config, {n: backbone_identity(b) for n, b in backbones.items()},
-                               restart=bool(spec.full_config.get("restart", False)))
+                               restart=bool(spec.full_config.get("restart", False)), data=data_info.to_dict())
         except BaseException:
             for bb in distinct:
                 await bb.aclose()
@@ -134,8 +147,14 @@ class Runner:
         meta = run_metadata(spec, data_info.to_dict(), backbones["default"], started=started, roles=roles_meta)
         writer.write_json(self.paths.meta, meta)
         _write_yaml(self.paths.config, spec.full_config)
-        cache = ResponseCache(Path(spec.cache_cfg.get("path", ".cache/responses.sqlite")),
-                              spec.cache_cfg.get("mode", "read-write"))
+        try:
+            cache = ResponseCache(Path(spec.cache_cfg.get("path", ".cache/responses.sqlite")),
+                                  spec.cache_cfg.get("mode", "read-write"))
+        except BaseException:
+            for bb in distinct:
+                await bb.aclose()
+            raise
+        self._cache = cache
         clients: dict[int, LLMClient] = {}
         for name, role in self.roles.items():
             bb = backbones[name]
@@ -145,6 +164,7 @@ class Runner:
                                             defaults=sampling, role=name,
                                             fail_fast_after=int(spec.runner_cfg.get("fail_fast_after", 3) or 0))
         llms = {name: clients[id(backbones[name])] for name in self.roles}
+        self._clients = list(clients.values())  # harness.rate_limit: metrics.json's rate_limit, the progress line
         ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llms=llms,
                          benchmark=BenchmarkInfo.of(self.benchmark),
                          adapters={name: role.adapter for name, role in self.roles.items()},
@@ -219,12 +239,22 @@ class Runner:
                 rid, p, j, seed = t
                 return await self._solve_and_record(p, ctx, writer, sample=None if j is None else (rid, j, seed))
 
-        return list(await asyncio.gather(*(one(p) for p in todo)))
+        tasks = [asyncio.ensure_future(one(p)) for p in todo]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            # a run-level failure (every call failing, a full disk, a broken cache, a stop): the other problems
+            # stop now, while the run can still record them, not after its files are closed
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
 
     async def _run_windows(self, problems: list[Problem], finished: dict[str, dict[str, Any]], ctx: RunContext,
                            writer: ResultWriter, window: int) -> None:
         """Stateful methods: fixed windows in problem order; state saved after each window."""
-        state_doc = _read_json(self.paths.method_state) or {}
+        state_doc = read_json(self.paths.method_state, what="a stateful method's saved state",
+                              fix="restart=true (the response cache replays the finished calls)") or {}
         done_windows = int(state_doc.get("windows_done", 0))
         if state_doc.get("state") is not None:
             self.method.load_state_dict(state_doc["state"])  # type: ignore[attr-defined]
@@ -268,7 +298,7 @@ class Runner:
             solution = await self.method.solve(view, pctx)
             if not isinstance(solution, Solution):
                 raise TypeError(f"method {self.method.name} returned {type(solution).__name__}, not Solution")
-        except (KeyboardInterrupt, asyncio.CancelledError, RunAborted):
+        except RUN_LEVEL:
             raise
         except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the run
             status, error = "error", f"{type(exc).__name__}: {exc}"
@@ -279,6 +309,8 @@ class Runner:
                     await host.close_all()
             finally:
                 leave(token)
+        latency = round(time.perf_counter() - t0, 3)  # the method's time: scoring and judging are not the method's
+        self._raise_run_level(writer)  # a method that swallowed a failed ledger or cache write does not hide it
         if host is not None and host.failure and status == "ok":
             # the method caught the failure and answered anyway: still an error, never a score
             status, error = "error", f"EnvironmentFailure: {host.failure}"
@@ -286,17 +318,13 @@ class Runner:
             value, extracted, details = 0.0, None, {"not_scored": "the problem errored"}
         else:
             try:
-                if host is not None:  # the environment's verdict, never the method's claim
-                    score = await self.benchmark.score_episodes(host.episodes, problem)
-                elif self._judge is not None and self._judge.headline:  # scored by the judge below
-                    _, rule = self.benchmark.extract(solution.answer, problem)
-                    score = Score(0.0, None, {"rule": rule, "scored_by": "judge"})
-                else:
-                    score = await self.benchmark.score(solution.answer, problem)
+                score = await self._score(solution, problem, host)
                 value, extracted, details = score.value, score.extracted, score.details
-            except Exception as exc:  # noqa: BLE001 - a scorer crash is our bug: an error, never a 0
+            except RUN_LEVEL:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a scorer crash is an error, never a 0
                 # Scorers turn malformed model output into a 0 themselves (extracted None); an exception
-                # here is a crash in our code or a broken environment verdict, so the problem is an error.
+                # here (after its retries) is a crash in our code or an evaluator that cannot judge.
                 status, error = "error", f"ScoringError: {type(exc).__name__}: {exc}"
                 value, extracted, details = 0.0, None, {"not_scored": "the scorer raised",
                                                         "traceback": traceback.format_exc(limit=8)}
@@ -310,7 +338,7 @@ class Runner:
                         raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s): "
                                             f"{judged['output'][-200:]!r}")
                     value = judged["score"]
-            except (KeyboardInterrupt, asyncio.CancelledError, RunAborted):
+            except RUN_LEVEL:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
                 status, error = "error", f"JudgeError: {type(exc).__name__}: {exc}"
@@ -323,7 +351,7 @@ class Runner:
             "calls": summary.calls, "backbone_calls": summary.backbone_calls,
             "prompt_tokens": summary.prompt_tokens, "completion_tokens": summary.completion_tokens,
             "cost_usd": summary.cost_usd, "cost_by_stage": summary.by_stage,
-            "latency_s": round(time.perf_counter() - t0, 3), "trace": solution.trace,
+            "latency_s": latency, "trace": solution.trace,
             "tool_calls": [c.to_dict() for c in stage.tool_calls],
         }
         if host is not None:
@@ -338,6 +366,31 @@ class Runner:
         self._done_cost += summary.cost_usd
         self._tick()
         return solution
+
+    async def _score(self, solution: Solution, problem: Problem, host: EnvHost | None) -> Score:
+        """The benchmark's score, retried ``runner.score_retries`` times (default 1) when the scorer raises:
+        an evaluator that could not judge (a dead equivalence child, a sandbox that timed out) may judge on
+        a second try; one that fails again makes the problem an error."""
+        retries = int(self.spec.runner_cfg.get("score_retries", 1) or 0)
+        for attempt in range(retries + 1):
+            try:
+                if host is not None:  # the environment's verdict, never the method's claim
+                    return await self.benchmark.score_episodes(host.episodes, problem)
+                if self._judge is not None and self._judge.headline:  # scored by the judge
+                    _, rule = self.benchmark.extract(solution.answer, problem)
+                    return Score(0.0, None, {"rule": rule, "scored_by": "judge"})
+                return await self.benchmark.score(solution.answer, problem)
+            except RUN_LEVEL:
+                raise
+            except Exception:  # noqa: BLE001 - retried, then the caller makes it the problem's error
+                if attempt >= retries:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _raise_run_level(self, writer: ResultWriter) -> None:
+        for err in (writer.ledger.error, writer.journal.error, getattr(getattr(self, "_cache", None), "write_error", None)):
+            if err is not None:
+                raise err
 
     # ---- progress and summary ------------------------------------------------------------------
     def _start_progress(self, total: int, done: int) -> None:
@@ -357,7 +410,8 @@ class Runner:
             self.progress.update(1)
         n = len(self._done_scores)
         score = 100 * sum(self._done_scores) / n if n else 0.0
-        self.progress.set_postfix_str(f"score={score:.1f} $={self._done_cost:.4f}")
+        rate = " ".join(p for p in (c.progress() for c in getattr(self, "_clients", ())) if p)
+        self.progress.set_postfix_str(f"score={score:.1f} $={self._done_cost:.4f}" + (f" {rate}" if rate else ""))
 
     def _finish(self, writer: ResultWriter, tasks: list[tuple[str, Problem, int | None, int]], meta: dict[str, Any],
                 started: float, backbone_calls: int) -> dict[str, Any]:
@@ -385,6 +439,7 @@ class Runner:
         resumed = resume_report(calls, read_jsonl_tolerant(self.paths.requests), preds, started)
         metrics["this_invocation"] = {"backbone_calls": backbone_calls, "wall_s": round(time.time() - started, 3),
                                       "resumed": resumed}
+        metrics["rate_limit"] = {c.role: c.rate_summary() for c in getattr(self, "_clients", ())}
         if getattr(self, "_aborted", None):
             metrics["aborted"] = self._aborted
         if resumed["lost_in_flight"] or resumed["interrupted_problems"]:
@@ -408,12 +463,6 @@ class Runner:
             if pending is None:
                 raise
         return metrics
-
-
-def _read_json(path: Path) -> Any:
-    import json
-
-    return json.loads(path.read_text()) if path.exists() else None
 
 
 def _write_yaml(path: Path, obj: dict[str, Any]) -> None:

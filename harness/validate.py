@@ -101,6 +101,9 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
     if "fail_fast_after" in runner and not (_is_int(runner["fail_fast_after"]) and runner["fail_fast_after"] >= 0):
         _fail("runner.fail_fast_after", runner["fail_fast_after"],
               "a non-negative integer (failed calls with none succeeding before the run stops; 0 = never)")
+    if "score_retries" in runner and not (_is_int(runner["score_retries"]) and runner["score_retries"] >= 0):
+        _fail("runner.score_retries", runner["score_retries"],
+              "a non-negative integer (re-tries of a scorer that raised before the problem is an error; 0 = none)")
     thr = runner.get("correct_threshold", 0.5)
     if not (_is_num(thr) and 0 <= thr <= 1):
         _fail("runner.correct_threshold", thr, "a number in [0, 1]")
