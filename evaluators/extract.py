@@ -72,41 +72,44 @@ def normalize_number(s: str | None) -> float | None:
 
 # ---- \boxed{} ---------------------------------------------------------------------------------
 
-def _balanced(text: str, open_idx: int) -> str | None:
-    """Contents of the brace group opening at ``text[open_idx] == '{'`` (nested braces allowed)."""
-    depth = 0
-    i = open_idx
-    while i < len(text):
+def _brace_pairs(text: str) -> dict[int, int]:
+    """{index of '{': index of its matching '}'} for the whole text in one pass (escaped ``\\{`` ``\\}`` do
+    not count; an unclosed '{', e.g. of a truncated generation, has no entry). One pass, not one scan per
+    ``\\boxed{``: an output of thousands of unclosed boxes took seconds per score."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
         c = text[i]
-        if c == "\\" and i + 1 < len(text) and text[i + 1] in "{}":
-            i += 2  # escaped \{ \} do not count
+        if c == "\\" and i + 1 < n and text[i + 1] in "{}":
+            i += 2
             continue
         if c == "{":
-            depth += 1
-        elif c == "}":
-            depth -= 1
-            if depth == 0:
-                return text[open_idx + 1:i]
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
         i += 1
-    return None  # unbalanced (e.g. a truncated generation)
+    return pairs
 
 
 _BOX_RE = re.compile(r"\\(?:boxed|fbox)\b")
+_TOKEN_RE = re.compile(r"[^\s$]+")
 
 
 def boxed_contents(text: str) -> list[str]:
     """All ``\\boxed{...}`` / ``\\fbox{...}`` / ``\\boxed 5`` contents, in order of appearance."""
     out: list[str] = []
+    pairs: dict[int, int] | None = None
     for m in _BOX_RE.finditer(text):
         j = m.end()
         while j < len(text) and text[j] in " \t":
             j += 1
         if j < len(text) and text[j] == "{":
-            inner = _balanced(text, j)
-            if inner is not None:
-                out.append(inner.strip())
+            pairs = _brace_pairs(text) if pairs is None else pairs
+            if j in pairs:  # balanced (nested braces allowed)
+                out.append(text[j + 1:pairs[j]].strip())
         elif j > m.end():  # "\boxed 5": the token up to whitespace or "$"
-            tok = re.match(r"[^\s$]+", text[j:])
+            tok = _TOKEN_RE.match(text, j)
             if tok:
                 out.append(tok.group(0).strip())
     return out

@@ -10,6 +10,7 @@ Investigator."). Score 1 only if both the criminal's number and Player 1's role 
 judge prompt requires; "Unknown" is wrong. Extraction (recorded per prediction): the last
 ``Final Criminal: N`` / ``Final Criminal Is Player N`` and the last ``My role: R`` / ``My Role Is R``
 of the output (rules ``format`` when both are found, ``criminal-only`` / ``role-only`` / ``none``).
+A malformed answer (a "player number" of thousands of digits) is a wrong answer, never a scorer crash.
 """
 from __future__ import annotations
 
@@ -32,7 +33,9 @@ def parse_answer(text: str) -> tuple[dict[str, Any] | None, str]:
     """({"criminal": int|None, "role": str|None}, rule) from a model output or a gold ``Answer``."""
     crim = _CRIMINAL.findall(text or "")
     role = _ROLE.findall(text or "")
-    out = {"criminal": int(crim[-1]) if crim else None, "role": role[-1].lower() if role else None}
+    # a player number of more than 9 digits names no player (and int() refuses > 4,300 digits): no number
+    criminal = int(crim[-1]) if crim and len(crim[-1]) <= 9 else None
+    out = {"criminal": criminal, "role": role[-1].lower() if role else None}
     if crim and role:
         return out, "format"
     if crim or role:

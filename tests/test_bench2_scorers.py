@@ -121,6 +121,15 @@ def test_socialmaze_parse_and_score():
     assert socialmaze.parse_answer("I cannot tell")[1] == "none"
 
 
+def test_socialmaze_a_huge_player_number_is_a_wrong_answer_not_a_crash():
+    gold, _ = socialmaze.parse_answer("Final Criminal Is Player 2.\nMy Role Is Investigator.")
+    p = Problem("s", 0, {"system_prompt": "", "prompt": "", "answer_text": ""}, gold, "socialmaze")
+    b = socialmaze.SocialMaze({"name": "socialmaze"})
+    s = _score(b, "Final Criminal: " + "2" * 5000 + "\nMy role: investigator", p)   # int() raised ValueError
+    assert s.value == 0.0 and s.extracted == {"criminal": None, "role": "investigator"}
+    assert _score(b, "Final Criminal: 2\nMy role: investigator", p).value == 1.0
+
+
 def test_socialmaze_split_is_one_to_three_over_300():
     _needs("socialmaze/blood_6_all_hf.jsonl", "socialmaze/hf_10pct.jsonl", "socialmaze/blood_6_all_hf_ae8de50.jsonl")
     tr, _ = build_benchmark(_cfg("socialmaze", split="train")).load()
