@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -56,8 +57,75 @@ def parse_adapters(cfg: Mapping[str, Any] | None, backbone_name: str = "backbone
         if unknown:
             raise BackboneError(f"backbone '{backbone_name}': adapters.{name} has unknown keys {sorted(unknown)} "
                                 "(allowed: path, scale)", kind="config", attempts=0)
-        out[str(name)] = AdapterSpec(str(name), str(p.resolve()), float(entry.get("scale", 1.0)))
+        scale = entry.get("scale", 1.0)
+        try:
+            scale = float(scale) if not isinstance(scale, bool) else math.nan
+        except (TypeError, ValueError):
+            scale = math.nan
+        if not math.isfinite(scale):
+            raise BackboneError(f"backbone '{backbone_name}': adapters.{name}.scale={entry.get('scale')!r} is not "
+                                "allowed: a finite number (1.0 = the adapter as trained, 0 = off)",
+                                kind="config", attempts=0)
+        problem = adapter_file_problem(p)
+        if problem:
+            raise BackboneError(f"backbone '{backbone_name}': adapters.{name}.path {p}: {problem}; fix: point it "
+                                "at a complete adapter (re-export or re-copy it)", kind="config", attempts=0)
+        out[str(name)] = AdapterSpec(str(name), str(p.resolve()), scale)
     return out
+
+
+#: The weight files a peft adapter folder may hold (peft writes one of them).
+PEFT_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_file_problem(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` is not a loadable adapter (empty, truncated or corrupt), or None. Checked when the config is
+    read, so a broken file is refused by name before any server starts or any call is paid.
+
+    A file must be a GGUF whose header and tensor table are whole (:func:`harness.gguf_model.check_gguf_file`);
+    a folder a peft adapter: ``adapter_config.json`` a JSON object, and a non-empty weights file (a
+    safetensors file with a readable header)."""
+    from harness.gguf_model import GGUFError, check_gguf_file
+
+    p = Path(path)
+    if p.is_file():
+        try:
+            check_gguf_file(p)
+        except GGUFError as exc:
+            return f"not a usable GGUF LoRA ({str(exc).removeprefix(str(p) + ': ')})"
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+        return None
+    if not p.is_dir():
+        return "neither a file nor a folder"
+    cfg = p / "adapter_config.json"
+    if not cfg.is_file():
+        return "no adapter_config.json (not a peft adapter folder)"
+    try:
+        doc = json.loads(cfg.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"adapter_config.json is damaged ({type(exc).__name__}: {exc})"
+    if not isinstance(doc, dict):
+        return "adapter_config.json is not a JSON object"
+    weights = [p / w for w in PEFT_WEIGHTS if (p / w).is_file()]
+    if not weights:
+        return f"no weights file ({' or '.join(PEFT_WEIGHTS)})"
+    w = weights[0]
+    if w.stat().st_size == 0:
+        return f"{w.name} is empty"
+    if w.suffix == ".safetensors":
+        try:
+            with open(w, "rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                if n <= 0 or 8 + n > w.stat().st_size:
+                    return f"{w.name} is truncated (header of {n} bytes in a {w.stat().st_size}-byte file)"
+                header = json.loads(fh.read(n).decode("utf-8"))
+            ends = [int(v["data_offsets"][1]) for k, v in header.items() if k != "__metadata__"]
+            if ends and 8 + n + max(ends) > w.stat().st_size:
+                return f"{w.name} is truncated ({w.stat().st_size} bytes, its tensors need {8 + n + max(ends)})"
+        except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
+            return f"{w.name} is not a readable safetensors file ({type(exc).__name__}: {exc})"
+    return None
 
 
 def path_sha256(path: str | os.PathLike[str]) -> str:

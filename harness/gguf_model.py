@@ -523,6 +523,61 @@ def read_gguf_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
     return out
 
 
+#: ggml type -> (elements per block, bytes per block) for F32, F16, Q8_0, BF16
+_TENSOR_BYTES = {0: (1, 4), 1: (1, 2), 8: (32, 34), 30: (1, 2)}
+
+
+def check_gguf_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """:func:`read_gguf_metadata`, then the tensor table: a file with no tensors, or cut before its last
+    tensor's data starts (a truncated copy), raises :class:`GGUFError` now instead of failing at load."""
+    p = Path(path)
+    size = p.stat().st_size
+    if size == 0:
+        raise GGUFError(f"{p}: the file is empty")
+    try:
+        meta = read_gguf_metadata(p)
+        with open(p, "rb", buffering=1 << 16) as f:
+            f.seek(8)
+            r = _Reader(f, int(meta["gguf_version"]))
+            r.length()
+            n_kv = r.length()
+            for _ in range(n_kv):
+                r.skip_string()
+                vtype = int(r.unpack("<I"))
+                if vtype == _ARRAY:
+                    etype = int(r.unpack("<I"))
+                    r.skip_array(etype, r.length())
+                elif vtype == _STRING:
+                    r.skip_string()
+                else:
+                    r.value(vtype)
+            last, last_bytes = -1, 0
+            for _ in range(int(meta["tensor_count"])):
+                r.skip_string()
+                n_dims = int(r.unpack("<I"))
+                if n_dims > 8:
+                    raise GGUFError(f"implausible tensor rank {n_dims}")
+                n = 1
+                for _ in range(n_dims):
+                    n *= int(r.unpack("<Q"))
+                ttype = int(r.unpack("<I"))
+                offset = int(r.unpack("<Q"))
+                if offset > last:  # bytes of the last tensor, for the plain types LoRA files use (else 1)
+                    last, last_bytes = offset, (n * _TENSOR_BYTES[ttype][1]) // _TENSOR_BYTES[ttype][0] \
+                        if ttype in _TENSOR_BYTES else 1
+            align = int(meta["kv"].get("general.alignment") or 32)
+            data_start = -(-f.tell() // align) * align
+    except struct.error as exc:
+        raise GGUFError(f"{p}: truncated GGUF header") from exc
+    except GGUFError as exc:
+        raise GGUFError(str(exc) if str(exc).startswith(str(p)) else f"{p}: {exc}") from exc
+    if not meta["tensor_count"]:
+        raise GGUFError(f"{p}: the GGUF holds no tensors")
+    if data_start + last + last_bytes > size:
+        raise GGUFError(f"{p}: truncated ({size} bytes; its last tensor ends at byte {data_start + last + last_bytes})")
+    return meta
+
+
 # --------------------------------------------------------------------------- identity
 
 _IDENTITY_KEYS = ("gguf_version", "tensor_count", "architecture", "name", "size_label",

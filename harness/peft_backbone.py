@@ -31,13 +31,15 @@ INSTALL_HINT = "backbone kind=peft needs the `train` extra: `make install-train`
 
 def peft_dir_for(path: str | Path) -> Path:
     """The peft folder behind an ``adapters:`` path: the folder itself, or ``X/`` beside a GGUF ``X.gguf``."""
+    from harness.adapters import adapter_file_problem
+
     p = Path(path)
-    if p.is_dir():
-        if not (p / "adapter_config.json").is_file():
-            raise BackboneError(f"{p} is not a peft adapter folder (no adapter_config.json)", kind="config", attempts=0)
-        return p
-    if p.suffix == ".gguf" and (p.with_suffix("") / "adapter_config.json").is_file():
-        return p.with_suffix("")
+    if p.is_dir() or (p.suffix == ".gguf" and (p.with_suffix("") / "adapter_config.json").is_file()):
+        d = p if p.is_dir() else p.with_suffix("")
+        problem = adapter_file_problem(d)  # a damaged folder is refused by name now, not when peft loads it
+        if problem:
+            raise BackboneError(f"{d} is not a usable peft adapter folder: {problem}", kind="config", attempts=0)
+        return d
     raise BackboneError(f"{p}: peft cannot load a GGUF LoRA; give the peft adapter folder (training.train writes "
                         "adapter/ beside adapter.gguf)", kind="config", attempts=0)
 

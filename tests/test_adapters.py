@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.adapters import AdapterSpec, adapter_identity, gather_by_adapter, parse_adapters, path_sha256
+from tests.adapter_files import write_gguf_lora, write_peft_dir
 from harness.backbone import BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy
 from harness.ledger import Price
 
@@ -158,11 +159,7 @@ def test_n_choices_each_counted_and_split_at_parallel(stub):
 def test_vllm_adapter_is_the_requests_model(stub, tmp_path):
     """vLLM (`--enable-lora --lora-modules planner=/path`) selects the adapter by the request's model."""
     url, _ = stub
-    peft_dir = tmp_path / "planner"
-    peft_dir.mkdir()
-    (peft_dir / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": "Qwen/Qwen2.5-7B-Instruct",
-                                                              "r": 8, "lora_alpha": 16}))
-    (peft_dir / "adapter_model.safetensors").write_bytes(b"weights")
+    peft_dir = write_peft_dir(tmp_path / "planner", base="Qwen/Qwen2.5-7B-Instruct")
     from harness.backbones import build_backbone
 
     cfg = {"name": "vllm", "kind": "openai", "model": "Qwen/Qwen2.5-7B-Instruct", "base_url": f"{url}/v1",
@@ -200,8 +197,7 @@ def test_identity_records_sha256_and_training_data_hash(tmp_path):
 
 
 def test_parse_adapters_validates(tmp_path):
-    f = tmp_path / "x.gguf"
-    f.write_bytes(b"GGUF")
+    f = write_gguf_lora(tmp_path / "x.gguf")
     assert parse_adapters({"x": {"path": str(f)}})["x"].scale == 1.0
     assert parse_adapters({"x": str(f)})["x"].path == str(f.resolve())
     with pytest.raises(BackboneError, match="does not exist"):
@@ -210,11 +206,55 @@ def test_parse_adapters_validates(tmp_path):
         parse_adapters({"x": {"path": str(f), "scal": 2}})
 
 
+@pytest.mark.parametrize("scale", ["abc", None, True, float("nan"), float("inf")])
+def test_a_bad_adapter_scale_names_the_key(tmp_path, scale):
+    f = write_gguf_lora(tmp_path / "x.gguf")
+    # before: "could not convert string to float: 'abc'", naming no key
+    with pytest.raises(BackboneError, match=r"backbone 'local': adapters\.x\.scale=.* is not allowed: a finite number"):
+        parse_adapters({"x": {"path": str(f), "scale": scale}}, "local")
+    assert parse_adapters({"x": {"path": str(f), "scale": "0.5"}})["x"].scale == 0.5
+
+
+def _cut(path: Path, n: int) -> Path:
+    path.write_bytes(path.read_bytes()[:n])
+    return path
+
+
+@pytest.mark.parametrize("damage,why", [
+    (lambda p: p.write_bytes(b""), "empty"),
+    (lambda p: p.write_bytes(b"GGUF"), "truncated GGUF header"),
+    (lambda p: p.write_bytes(b"PK\x03\x04" + b"\0" * 64), "bad magic"),
+    (lambda p: _cut(p, len(p.read_bytes()) - 4), "truncated"),
+])
+def test_an_empty_or_corrupt_gguf_adapter_is_refused_naming_the_file(tmp_path, damage, why):
+    f = write_gguf_lora(tmp_path / "planner.gguf")
+    damage(f)
+    with pytest.raises(BackboneError, match="adapters.planner.path") as info:  # before: accepted, failed at load
+        parse_adapters({"planner": {"path": str(f)}}, "local")
+    assert str(f) in str(info.value) and why in str(info.value) and "fix:" in str(info.value)
+
+
+@pytest.mark.parametrize("damage,why", [
+    (lambda d: (d / "adapter_config.json").write_text("{"), "adapter_config.json is damaged"),
+    (lambda d: (d / "adapter_config.json").unlink(), "no adapter_config.json"),
+    (lambda d: (d / "adapter_model.safetensors").write_bytes(b""), "adapter_model.safetensors is empty"),
+    (lambda d: (d / "adapter_model.safetensors").unlink(), "no weights file"),
+    (lambda d: _cut(d / "adapter_model.safetensors", 40), "truncated"),
+    (lambda d: _cut(d / "adapter_model.safetensors", (d / "adapter_model.safetensors").stat().st_size - 2),
+     "truncated"),
+])
+def test_an_empty_or_corrupt_peft_adapter_is_refused_naming_the_folder(tmp_path, damage, why):
+    d = write_peft_dir(tmp_path / "planner")
+    damage(d)
+    with pytest.raises(BackboneError, match="adapters.planner.path") as info:
+        parse_adapters({"planner": {"path": str(d)}}, "vllm")
+    assert str(d) in str(info.value) and why in str(info.value)
+
+
 def test_adapters_need_llama_server(tmp_path, monkeypatch):
     from harness import backbones
 
-    f = tmp_path / "x.gguf"
-    f.write_bytes(b"GGUF")
+    f = write_gguf_lora(tmp_path / "x.gguf")
     monkeypatch.setattr("harness.gguf_model.resolve_gguf", lambda spec: f)
     cfg = {"name": "local", "kind": "embedded", "model": "m", "price": 0, "gguf": {"path": str(f)},
            "server": {"impl": "python"}, "adapters": {"x": {"path": str(f)}}}

@@ -318,3 +318,16 @@ def test_score_retries_is_validated_by_name():
 
     with pytest.raises(ConfigError, match="runner.score_retries=-1"):
         validate_run_config(compose(["runner.score_retries=-1"]))
+
+
+def test_the_peft_folder_beside_a_gguf_is_checked_before_loading(tmp_path):
+    from harness.backbone import BackboneError
+    from harness.peft_backbone import peft_dir_for
+    from tests.adapter_files import write_gguf_lora, write_peft_dir
+
+    gguf = write_gguf_lora(tmp_path / "planner.gguf")
+    folder = write_peft_dir(tmp_path / "planner")
+    assert peft_dir_for(gguf) == folder
+    (folder / "adapter_model.safetensors").write_bytes(b"")  # before: accepted, failed inside peft
+    with pytest.raises(BackboneError, match=f"{folder} is not a usable peft adapter folder: .*is empty"):
+        peft_dir_for(gguf)
