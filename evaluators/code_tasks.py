@@ -74,8 +74,8 @@ class CodeBenchmark(Benchmark):
             return None
         try:  # formatting-insensitive identity of a program
             return ast.dump(ast.parse(str(extracted)))
-        except SyntaxError:
-            return " ".join(str(extracted).split())
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep for the parser: a malformed
+            return " ".join(str(extracted).split())                    # program, compared as text
 
     def program(self, code: str, problem: Problem, tests: list[str] | None = None) -> str:
         raise NotImplementedError

@@ -73,3 +73,15 @@ def test_math_verify_on_malformed_output_is_a_verdict():
     problem = _p("math", {"problem": "p"}, "\\frac{1}{2}")
     verdicts = {asyncio.run(bench.score(t, problem)).details["verdict"] for t in NASTY}
     assert verdicts <= {"no_answer", "different", "equivalent"}
+
+
+def test_code_answer_keys_survive_programs_too_deep_for_the_parser():
+    """Voting methods key code answers by their AST; a program nested too deep for Python's parser (a
+    RecursionError or MemoryError from ast.parse) crashed the method instead of being compared as text."""
+    from evaluators.code_tasks import HumanEval
+
+    bench = HumanEval({"name": "humaneval", "split": "test"})
+    for code in ("-" * 100000 + "1", "x = " + "a." * 100000 + "b", "def f(:\n", "x\x00"):
+        key = bench.answer_key(code)
+        assert key == " ".join(code.split())
+    assert bench.answer_key("x  =  1") == bench.answer_key("x = 1")
