@@ -97,7 +97,12 @@ class MATH(Benchmark):
         return ex.last_boxed(text or "")
 
     def answer_key(self, extracted: Any) -> Hashable | None:
-        return None if extracted is None else normalize_math(str(extracted))
+        if extracted is None:
+            return None
+        try:
+            return normalize_math(str(extracted))
+        except RecursionError:  # nesting deeper than the normaliser's stack: malformed output, keyed as text
+            return " ".join(str(extracted).split())
 
     EQUIVALENCES = ("math_verify", "aflow")
 

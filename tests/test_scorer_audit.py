@@ -85,3 +85,11 @@ def test_code_answer_keys_survive_programs_too_deep_for_the_parser():
         key = bench.answer_key(code)
         assert key == " ".join(code.split())
     assert bench.answer_key("x  =  1") == bench.answer_key("x = 1")
+
+
+def test_math_answer_key_survives_nesting_deeper_than_the_stack():
+    """A \\frac nested 1,500 deep made normalize_math raise RecursionError in answer_key (voting methods)."""
+    bench = MATH({"name": "math", "split": "test"})
+    deep = "\\frac{" * 1500 + "1" + "}{2}" * 1500
+    assert bench.answer_key(deep) == deep
+    assert bench.answer_key("\\frac12") == bench.answer_key("\\frac{1}{2}")
