@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 __all__ = ["call_with_deadline", "TIMEOUT"]
 
-TIMEOUT = object()  # returned when the child missed its deadline (or died without an answer)
+TIMEOUT = object()  # returned when the child missed its deadline (a child that died without an answer raises)
 _MEMORY_HEADROOM = 2 << 30
 
 
