@@ -33,6 +33,19 @@ class EchoBenchmark(Benchmark):
         return Score(float(pred == problem.gold), pred, {"rule": rule})
 
 
+# CI: a missing optional dependency fails, never skips (hooks of tests/strict_deps.py)
+from tests.strict_deps import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
+
+#: pytest-timeout for slow-marked tests (the default, pyproject's ``timeout``, is 300 s)
+SLOW_TIMEOUT_S = 900
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+
+
 @pytest.fixture
 def tiny_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "data"
