@@ -209,3 +209,46 @@ def test_a_benchmark_without_a_released_graph_starts_from_its_domains_and_says_s
     forced = asyncio.run(run_search(aflow_spec(tiny / "f", rounds=1, validate_runs=1, seed_graph="HotpotQA"),
                                     backbone=ScriptedBackbone(AFlowScript())))
     assert forced["extra"]["seed_graph"]["dataset"] == "HotpotQA" and forced["search_config"]["params"]["seed_graph"] == "HotpotQA"
+
+
+class _Paced(ScriptedBackbone):
+    """Answers problem ``What is n+n`` after ``delays[n]`` seconds, so problems finish in the order it sets."""
+
+    def __init__(self, script, delays):
+        super().__init__(script, max_concurrency=8)
+        self.delays = delays
+
+    async def complete(self, messages, sampling, n):
+        import re
+
+        m = re.search(r"What is (\d+)\+", messages[-1]["content"])
+        await asyncio.sleep(self.delays.get(int(m.group(1)), 0.0) if m else 0.0)
+        return await super().complete(messages, sampling, n)
+
+
+def test_the_error_log_and_so_the_optimiser_prompt_do_not_depend_on_completion_order(tiny):
+    prompts = []
+    for name, delays in (("a", {0: 0.0, 1: 0.1, 2: 0.2, 3: 0.3}), ("b", {0: 0.3, 1: 0.2, 2: 0.1, 3: 0.0})):
+        spec = aflow_spec(tiny / name, rounds=2, validate_runs=1, log_samples=3)
+        script = AFlowScript()
+        asyncio.run(run_search(spec, backbone=_Paced(script, delays)))
+        state = json.loads((search_dir(spec, spec.method_cfg["search"]) / "search_state.json").read_text())
+        assert [e["question"] for e in state["rounds"]["1"]["log"]] == [f"What is {i}+{i}?" for i in (1, 2, 3)]
+        prompts.append(script.optimizer_prompts[0])
+    assert prompts[0] == prompts[1]  # the same search asks the same thing: a resume replays it from the cache
+
+
+def test_search_cost_is_the_fresh_calls_when_a_resumed_search_replays_the_cache(tiny):
+    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    first = ScriptedBackbone(AFlowScript())
+    doc = asyncio.run(run_search(spec, backbone=first))
+    assert doc["search_cost"]["total"]["calls"] == len(first.requests) == 1 + 2 * 4
+    out = search_dir(spec, spec.method_cfg["search"])
+    (out / "search_state.json").unlink()  # the optimiser starts over: every call it makes is in the cache
+    (out / "artifact.json").unlink()
+    again = ScriptedBackbone(AFlowScript())
+    redo = asyncio.run(run_search(spec, backbone=again))
+    assert again.requests == []                      # nothing was paid again...
+    assert redo["search_cost"]["total"] == doc["search_cost"]["total"]   # ...so the cost did not grow
+    assert redo["search_cost"]["by_role"] == doc["search_cost"]["by_role"]
+    assert redo["search_cost"]["replayed"]["calls"] == 1   # the optimiser's call, replayed and shown apart

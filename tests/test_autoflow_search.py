@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from baselines.autoflow.artifact import ArtifactError, ArtifactMethod, load_artifact, write_artifact
+from baselines.autoflow.artifact import ARTIFACT_VERSION, ArtifactError, ArtifactMethod, load_artifact, write_artifact
 from baselines.autoflow.search import SearchIncomplete, SearchSplitError, check_search_split, run_search, search_dir
 from harness.method import build_method, resolve
 from harness.runner import Runner, spec_from_config
@@ -33,7 +33,7 @@ def test_artifact_is_versioned_and_checked(tmp_path):
            "params": {}}, "validate_score": 0.5, "history": [], "roles": {}, "search_cost": {}}
     path = tmp_path / "a.json"
     written = write_artifact(path, doc)
-    assert written["version"] == 1 and load_artifact(path)["sha256"] == written["sha256"]
+    assert written["version"] == ARTIFACT_VERSION == 2 and load_artifact(path)["sha256"] == written["sha256"]
     again = write_artifact(path, {**doc, "created": 123.0})  # a re-run of a finished search: same artifact
     assert again["sha256"] == written["sha256"] and json.loads(path.read_text())["sha256"] == written["sha256"]
     tampered = json.loads(path.read_text())

@@ -21,7 +21,8 @@ from harness.types import Solution
 from harness.view import ProblemView
 
 ARTIFACT_FORMAT = "agentic-repro/workflow-artifact"
-ARTIFACT_VERSION = 1  # bump when a key's meaning changes; loaders refuse other versions
+ARTIFACT_VERSION = 2  # bump when a key's meaning changes; loaders refuse other versions
+# 2: search_cost counts fresh calls only (replays of a resumed search under search_cost.replayed)
 REQUIRED = ("method", "benchmark", "split", "workflow", "validate_score", "history", "roles", "search_cost")
 
 

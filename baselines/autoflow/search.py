@@ -190,6 +190,7 @@ class SearchContext:
         problems = getattr(runner, "_problems", {}) or {}
         questions = {pid: runner.benchmark.render(p) for pid, p in problems.items()}
         preds = list({r["id"]: r for r in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}.values())
+        preds.sort(key=_problem_order)  # file order is completion order: two identical searches would diverge
         self.evaluated_ids.update(r["id"] for r in preds)
         if not metrics.get("complete"):
             first = metrics.get("first_error") or {}
@@ -239,16 +240,28 @@ class SearchContext:
 
     # ---- cost ----------------------------------------------------------------------------------
     def cost(self) -> dict[str, Any]:
-        """Search cost per role from every ledger under the search folder (optimiser + validate runs)."""
+        """Search cost per role from every ledger under the search folder (optimiser + validate runs): the
+        fresh calls only. A resumed search replays its earlier calls from the response cache and its ledgers
+        record them again (``cache_hit``); those were paid once, by the fresh call they replay, so they are
+        shown apart (``replayed``), never added to the cost."""
         rows: list[dict[str, Any]] = []
         for path in sorted(self.out_dir.rglob("calls.jsonl")):
-            rows.extend(read_jsonl_tolerant(path))
-        s = CallSummary.of(rows)
+            rows.extend(r for r in read_jsonl_tolerant(path) if "stage" in r)
+        s = CallSummary.of([r for r in rows if not r.get("cache_hit")])
+        again = CallSummary.of([r for r in rows if r.get("cache_hit")])
         return {"by_role": s.by_role, "total": {"calls": s.calls, "backbone_calls": s.backbone_calls,
                                                 "prompt_tokens": s.prompt_tokens,
                                                 "completion_tokens": s.completion_tokens,
                                                 "cost_usd": s.cost_usd, "billed_usd": s.billed_usd,
-                                                "errors": s.errors}}
+                                                "errors": s.errors},
+                "replayed": {"calls": again.calls, "prompt_tokens": again.prompt_tokens,
+                             "completion_tokens": again.completion_tokens, "cost_usd": again.cost_usd}}
+
+
+def _problem_order(pred: dict[str, Any]) -> tuple[int, str]:
+    """A prediction's place in its split (the problem's index), whatever order the problems finished in."""
+    idx = pred.get("index")
+    return (idx if isinstance(idx, int) else 1 << 62, str(pred.get("id")))
 
 
 def search_dir(spec: RunSpec, search_cfg: dict[str, Any]) -> Path:
