@@ -12,6 +12,7 @@ import pickle
 import socket
 import time
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -255,7 +256,36 @@ def test_no_network_even_to_loopback() -> None:
         server.close()
 
 
-def test_files_land_in_a_temporary_directory_that_is_removed(tmp_path: Path) -> None:
+@pytest.fixture
+def process_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """isolation=process for one test (the mode a user must choose explicitly): a fork server of its own."""
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+    monkeypatch.setitem(launch._CONFIG, "isolation", "process")
+    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
+    yield
+    launch._stop_fork_server()
+    launch._SERVER = None
+
+
+def test_files_land_in_the_pods_scratch_which_is_emptied_between_runs(tmp_path: Path) -> None:
+    """bwrap: the solution works in the pod's /scratch tmpfs; nothing it leaves there (files,
+    unreadable directories) is seen by the next run, and nothing lands on the harness's disk."""
+    outside = tmp_path / "escape.txt"
+    os.chmod(tmp_path, 0o777)
+    leave = ("import os\ndef f():\n    print(os.getcwd(), sorted(os.listdir('.')), sorted(os.listdir('/tmp')))\n"
+             "    open('marker.txt', 'w').write('x')\n    open('/tmp/t.txt', 'w').write('x')\n"
+             "    os.makedirs('d/e')\n    os.chmod('d', 0)\n"
+             f"    try:\n        open({str(outside)!r}, 'w').write('x')\n    except OSError:\n        pass\n"
+             "    return 1\n")
+    for _ in range(3):  # sequential runs share a pod
+        res = run_program(Program("", prelude="", solution=leave, test="assert f() == 1\n", entry_points=("f",)))
+        assert res.passed, res
+        assert res.stdout_tail.strip().splitlines()[0] == "/scratch [] []", res
+    assert not Path("marker.txt").exists() and not outside.exists()
+
+
+def test_files_land_in_a_temporary_directory_that_is_removed(tmp_path: Path, process_isolation: None) -> None:
     outside = tmp_path / "escape.txt"
     res = run_program(he("    open('marker.txt', 'w').write('x')\n"
                          f"    try:\n        open({str(outside)!r}, 'w').write('x')\n"
@@ -389,6 +419,19 @@ def _server_children() -> list[int]:
         return [int(p) for p in fh.read().split()]
 
 
+def _grandchildren(pid: int) -> list[int]:
+    """The processes two levels below `pid` (a runner's pod init, or its solution process)."""
+    out = []
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as fh:
+            for child in fh.read().split():
+                with open(f"/proc/{child}/task/{child}/children") as gh:
+                    out += [int(p) for p in gh.read().split()]
+    except FileNotFoundError:
+        pass
+    return out
+
+
 def _fresh_server(monkeypatch: pytest.MonkeyPatch) -> None:
     launch._stop_fork_server()
     monkeypatch.setattr(launch, "_SERVER", None)
@@ -438,8 +481,9 @@ def test_a_timed_out_run_takes_its_runner_and_the_next_run_still_passes(monkeypa
     assert [r.status for r in results] == ["passed", "passed", "passed", "failed"]
 
 
-def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A finished run's directory is reused only as it was made: empty work/, mode 0700."""
+def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: pytest.MonkeyPatch,
+                                                                 process_isolation: None) -> None:
+    """isolation=process: a finished run's directory is reused only as it was made: empty work/, mode 0700."""
     _fresh_server(monkeypatch)
     monkeypatch.setattr(launch, "_FREE_DIRS", {})
     show = "    import os, stat\n    print(os.getcwd(), oct(stat.S_IMODE(os.stat('.').st_mode)), sorted(os.listdir('.')))\n"
@@ -462,7 +506,7 @@ def test_clean_run_directories_are_reused_and_dirty_ones_are_not(monkeypatch: py
 
 @pytest.mark.parametrize("namespaces", [True, False], ids=["namespace", "no-namespace"])
 def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-                                                         namespaces: bool) -> None:
+                                                         namespaces: bool, process_isolation: None) -> None:
     """The pod's init sweeps its namespace after each run (without one: the solution's process
     group). The audit hook normally refuses os.fork, so this test lifts it (in a copy of the
     runner program) to stand for code that gets past it: the grandchild the solution leaves
@@ -488,17 +532,33 @@ def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.Mon
     launch._stop_fork_server()
 
 
+def test_what_a_solution_starts_does_not_outlive_its_run_in_a_bwrap_pod(monkeypatch: pytest.MonkeyPatch) -> None:
+    """bwrap: the same with the audit hook lifted; the next run (same runner, same pod) returns the
+    RIGHT answer only if the grandchild survived the sweep and wrote into /scratch."""
+    monkeypatch.setattr(launch, "AUDIT_HOOK", False)
+    _fresh_server(monkeypatch)
+    leave = ("    import os, time\n    if os.fork() == 0:\n        time.sleep(0.8)\n"
+             "        open('/scratch/outlived.txt', 'w').write('alive')\n        os._exit(0)\n    return a + b\n")
+    assert run_program(he(leave)).passed  # the solution itself is right; what it started is the point
+    fails("    import os, time\n    time.sleep(1.5)\n    return a + b if os.path.exists('/scratch/outlived.txt') else 0\n")
+    launch._stop_fork_server()
+
+
 def test_a_runner_whose_pod_died_answers_with_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
     """Not the code's failure: the verdict says the sandbox failed; the next run gets a new runner."""
     import signal as _signal
 
     _fresh_server(monkeypatch)
     assert run_program(he(GOOD)).passed
-    for runner in _server_children():  # kill every runner's pod (its reaper), leaving the runners
+    deadline = time.monotonic() + 10
+    while not all(_grandchildren(r) for r in _server_children()) and time.monotonic() < deadline:
+        time.sleep(0.05)  # every runner has its pod, with the next solution process forked (bwrap takes a while)
+    for runner in _server_children():  # kill every runner's pod (its reaper; under bwrap, bwrap and the pod's
+        below = _grandchildren(runner)  # init below it), leaving the runners
         try:
             with open(f"/proc/{runner}/task/{runner}/children") as fh:
-                for pod in fh.read().split():
-                    os.kill(int(pod), _signal.SIGKILL)
+                for pod in [int(p) for p in fh.read().split()] + below:
+                    os.kill(pod, _signal.SIGKILL)
         except (FileNotFoundError, ProcessLookupError):
             pass
     time.sleep(0.2)

@@ -43,17 +43,20 @@ SELF_SIGNALS = [
 
 
 def _modes() -> list[tuple[bool, str]]:
-    # "none" is the unprivileged harness's mode (nothing to drop); as root it runs the same code path
+    # isolation=process: "none" is the unprivileged harness's mode (nothing to drop); as root it runs the
+    # same code path. "bwrap": the default isolation (a bubblewrap pod; the namespace flag does not apply)
     privileges = ["nobody", "nocaps", "none"] if ROOT else ["none"]
-    return [(ns, priv) for ns in (True, False) for priv in privileges]
+    return [(True, "bwrap")] + [(ns, priv) for ns in (True, False) for priv in privileges]
 
 
-@pytest.fixture(params=_modes(), ids=lambda m: f"{'namespace' if m[0] else 'no-namespace'}-{m[1]}")
+@pytest.fixture(params=_modes(), ids=lambda m: "bwrap" if m[1] == "bwrap" else
+                f"process-{'namespace' if m[0] else 'no-namespace'}-{m[1]}")
 def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[bool, str]]:
     namespaces, privilege = request.param
     sandbox._stop_fork_server()  # the fork server starts its runners with the namespace setting
     monkeypatch.setattr(sandbox, "_SERVER", None)
     monkeypatch.setattr(sandbox, "USE_NAMESPACES", namespaces)
+    monkeypatch.setitem(sandbox._CONFIG, "isolation", "bwrap" if privilege == "bwrap" else "process")
     monkeypatch.setitem(sandbox._PROBED, "privilege", privilege)
     yield request.param
     sandbox._stop_fork_server()

@@ -35,18 +35,30 @@ from evaluators.sandbox import child as runner_program
 from evaluators.sandbox.program import Program
 from evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
 
-__all__ = ["run_program", "run_program_async"]
+__all__ = ["run_program", "run_program_async", "configure", "isolation", "isolation_record", "view", "ISOLATIONS"]
 
 NOBODY = 65534
 TAIL_CHARS = 4000
 FSIZE_MB = 64  # largest file (including captured stdout/stderr) the program may write
 USE_NAMESPACES = True  # private pid + network namespaces when the kernel allows (root); purely additive
 USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
+AUDIT_HOOK = True  # the solution's audit hook (defence in depth); tests switch it off to check the OS boundary alone
 KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
 SPARE_RUNNERS = max(2, min(8, 2 * (os.cpu_count() or 1)))  # idle runners (each with its pod) kept ready
 
+ISOLATIONS = ("bwrap", "process")  # see configure()
+ISOLATION_ENV = "AGENTIC_SANDBOX_ISOLATION"  # the default isolation for this process (and its children)
+NO_ISOLATION_NOTE = "untrusted code ran without filesystem isolation"
+BWRAP = "bwrap"  # bubblewrap, looked up on PATH (Debian package `bubblewrap`)
+SCRATCH = "/scratch"  # the solution's writable working directory inside the pod (a tmpfs, emptied between runs)
+SCRATCH_MB = 256  # size of the pod's /scratch tmpfs
+TMP_MB = 64  # size of the pod's /tmp tmpfs
+POD_SITE = "/sandbox/site-packages"  # where the harness's site-packages appear inside the pod (read-only)
+
 _LOCK = threading.Lock()
+_SOURCE_LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}
+_CONFIG = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap"}
 _RUN_IDS = iter(range(1, 1 << 62))
 
 
@@ -55,11 +67,13 @@ class _ForkServer:
 
     def __init__(self) -> None:
         parent, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pod, pod_fds = _pod_spec()
         try:
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-u", "-c",
-                 f"{runner_program.source()}\n_serve({child.fileno()}, {bool(USE_NAMESPACES)}, {int(SPARE_RUNNERS)})\n"],
-                pass_fds=(child.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                 f"{runner_program.source()}\n_serve({child.fileno()}, {bool(USE_NAMESPACES)}, {int(SPARE_RUNNERS)}, "
+                 f"{pod!r})\n"],
+                pass_fds=(child.fileno(), *pod_fds), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL, cwd="/", env=_base_env("/"), start_new_session=True)
         finally:
             child.close()
@@ -118,23 +132,220 @@ def _stop_fork_server() -> None:
         _SERVER.close()
 
 
+def configure(*, isolation: str) -> None:
+    """Set how untrusted code is isolated in this process (default: ``$AGENTIC_SANDBOX_ISOLATION``,
+    else ``bwrap``). ``bwrap``: each pod runs in a bubblewrap view of its own (read-only minimal
+    root, no capabilities; see the package README); where bwrap cannot run, nothing runs (an
+    infrastructure error naming the reason). ``process``: the previous behaviour, with no
+    filesystem isolation; a user must choose it explicitly, and :func:`isolation_record` says so."""
+    if isolation not in ISOLATIONS:
+        raise ValueError(f"sandbox.isolation must be one of {ISOLATIONS}, not {isolation!r}")
+    with _LOCK:
+        changed = _CONFIG["isolation"] != isolation
+        _CONFIG["isolation"] = isolation
+    if changed:
+        _stop_fork_server()
+        with _LOCK:
+            for key in ("privilege", "refusal"):
+                _PROBED.pop(key, None)
+
+
+def isolation() -> str:
+    """The isolation in force: ``bwrap`` or ``process`` (see :func:`configure`)."""
+    return _CONFIG["isolation"]
+
+
+def isolation_record() -> dict[str, Any]:
+    """What a run records about how its untrusted code was isolated: the mode, the exact view
+    (what the pod can see), and, under ``process``, the note tables must show as a footnote."""
+    mode = isolation()
+    record: dict[str, Any] = {"isolation": mode}
+    if mode == "bwrap":
+        record["view"] = view()
+        record["bwrap"] = shutil.which(BWRAP)
+    else:
+        record["note"] = NO_ISOLATION_NOTE
+    return record
+
+
+def _lib_dirs() -> list[tuple[str, str]]:
+    """The system's shared-library directories (the interpreter and its extensions link against
+    them), as (kind, path): ``dir`` to bind read-only, ``link`` to recreate as a symlink."""
+    arch = sysconfig.get_config_var("MULTIARCH") or ""
+    out: list[tuple[str, str]] = []
+    for path in ("/lib", "/lib64", "/usr/lib64"):
+        if os.path.islink(path):
+            out.append(("link", path))
+        elif path != "/lib" and os.path.isdir(path):
+            out.append(("dir", path))
+    for path in ([f"/usr/lib/{arch}"] if arch else []) + ([f"/lib/{arch}"] if arch and not os.path.islink("/lib") else []):
+        if os.path.isdir(path):
+            out.append(("dir", path))
+    return out
+
+
+def view() -> list[dict[str, str]]:
+    """The fixed list of what a bwrap pod sees (recorded in every run): read-only binds of the
+    interpreter, its standard library (with ``lib-dynload``), ``libpython`` where shared, the
+    system's shared-library directories and the harness's site-packages (at :data:`POD_SITE`);
+    tmpfs ``/scratch`` and ``/tmp``; a minimal ``/dev``; ``/proc`` of the pod's own pid namespace.
+    Nothing else exists in it (no ``/work``, no home, no data, results or cache)."""
+    if "view" in _PROBED:
+        return [dict(e) for e in _PROBED["view"]]
+    entries: list[dict[str, str]] = []
+
+    def ro(src: str, dest: str | None = None) -> None:
+        src = os.path.realpath(src)
+        if os.path.exists(src) and not any(e.get("src") == src for e in entries):
+            entries.append({"kind": "ro-bind", "src": src, "dest": dest or src})
+
+    ro(sys.executable)
+    paths = sysconfig.get_paths()
+    ro(paths["stdlib"])
+    dynload = sysconfig.get_config_var("DESTSHARED")
+    if dynload and not os.path.realpath(dynload).startswith(os.path.realpath(paths["stdlib"]) + os.sep):
+        ro(dynload)
+    if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
+        if libdir and soname:
+            ro(os.path.join(libdir, soname))
+    for kind, path in _lib_dirs():
+        if kind == "link":
+            entries.append({"kind": "symlink", "src": os.readlink(path), "dest": path})
+        else:
+            ro(path)
+    ro("/etc/ld.so.cache")
+    for i, site in enumerate(_site_paths()):
+        ro(site, POD_SITE + (f"-{i}" if i else ""))
+    entries += [{"kind": "tmpfs", "dest": SCRATCH, "size_mb": str(SCRATCH_MB)},
+                {"kind": "tmpfs", "dest": "/tmp", "size_mb": str(TMP_MB)},
+                {"kind": "dev", "dest": "/dev"}, {"kind": "proc", "dest": "/proc"}]
+    _PROBED["view"] = entries
+    return [dict(e) for e in entries]
+
+
+def _pod_site_paths() -> list[str]:
+    return [e["dest"] for e in view() if e.get("dest", "").startswith(POD_SITE)]
+
+
+def _bwrap_argv(bwrap: str) -> list[str]:
+    """bwrap's command line up to the interpreter (the runner appends ``-I -S ... -c <program>``).
+    As root bwrap runs privileged, keeping only what the pod's init needs to become nobody
+    (CAP_SETUID, CAP_SETGID, CAP_SETPCAP), which it drops with every other capability before it
+    forks any solution process (``_pod`` in the runner program); otherwise it runs unprivileged
+    in a user namespace of its own, as uid 65534 there, without capabilities."""
+    argv = [bwrap, "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox", "--die-with-parent", "--new-session", "--as-pid-1", "--cap-drop", "ALL"]
+    if os.geteuid() == 0:
+        argv += ["--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
+    else:
+        argv += ["--unshare-user", "--uid", str(NOBODY), "--gid", str(NOBODY), "--disable-userns"]
+    parents = sorted({os.path.dirname(d) for e in view() for d in _ancestors(e["dest"])} - {"/"})
+    for d in parents:  # bwrap would make them 0700: nobody could not reach what is bound below them
+        argv += ["--perms", "0755", "--dir", d]
+    for e in view():
+        if e["kind"] == "ro-bind":
+            argv += ["--ro-bind", e["src"], e["dest"]]
+        elif e["kind"] == "symlink":
+            argv += ["--symlink", e["src"], e["dest"]]
+        elif e["kind"] == "tmpfs":
+            argv += ["--size", str(int(e["size_mb"]) << 20), "--tmpfs", e["dest"], "--chmod", "1777", e["dest"]]
+        else:
+            argv += [f"--{e['kind']}", e["dest"]]
+    argv += ["--remount-ro", "/", "--chdir", SCRATCH, "--clearenv"]
+    for key, value in _base_env(SCRATCH).items():
+        argv += ["--setenv", key, "/tmp" if key == "TMPDIR" else value]
+    return argv + [os.path.realpath(sys.executable)]
+
+
+def _ancestors(path: str) -> list[str]:
+    out = []
+    while path not in ("/", ""):
+        out.append(path)
+        path = os.path.dirname(path)
+    return out
+
+
+def _pod_source_fd() -> int:
+    """A memfd holding the runner program's text, which the runners pass to each pod's interpreter
+    (``-c``): one copy per harness process, so the fork server's own command line stays short."""
+    source = runner_program.source()
+    with _SOURCE_LOCK:  # not _LOCK: the fork server is started under it
+        cached = _PROBED.get("pod_source")
+        if cached and cached[0] is source and cached[2] == os.getpid():
+            return cached[1]
+        fd = os.memfd_create("agentic-sandbox-pod", os.MFD_CLOEXEC)
+        data = source.encode("utf-8")
+        view_ = memoryview(data)
+        while view_:
+            view_ = view_[os.write(fd, view_):]
+        _PROBED["pod_source"] = (source, fd, os.getpid())
+        return fd
+
+
+def _pod_spec() -> tuple[dict[str, Any] | None, tuple[int, ...]]:
+    """What runners need to start a bwrap pod (None: process isolation) and the fds to pass."""
+    if isolation() != "bwrap":
+        return None, ()
+    bwrap = shutil.which(BWRAP)
+    if bwrap is None:
+        return None, ()
+    fd = _pod_source_fd()
+    return {"argv": _bwrap_argv(bwrap), "source_fd": fd, "root": os.geteuid() == 0}, (fd,)
+
+
+def _bwrap_preflight() -> str | None:
+    """Why bwrap cannot start a pod here (None: it can): one line for the refusal."""
+    bwrap = shutil.which(BWRAP)
+    if bwrap is None:
+        return f"bubblewrap ({BWRAP}) is not installed (Debian: apt-get install bubblewrap)"
+    try:
+        proc = subprocess.run(_bwrap_argv(bwrap) + ["-I", "-S", "-c", "pass"], stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=30, env=_base_env("/"), cwd="/")
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bwrap did not start: {exc!r}"
+    if proc.returncode != 0:
+        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit status {proc.returncode}"]
+        why = "neither root nor unprivileged user namespaces" if os.geteuid() != 0 else "root"
+        return f"bwrap cannot build the sandbox here ({why}): {lines[-1][:300]}"
+    return None
+
+
+PROBE = Program("", prelude="", solution="import json, math, numbers, collections\n"
+                "def check():\n    return 1\n", test="assert check() == 1\n", entry_points=("check",))
+
+
 def _privilege_mode() -> str:
-    """How the solution's process gives up root: "nobody" (uid 65534 + read-only file access),
-    "nocaps" (uid 0 without capabilities), "none" (not root) or "unavailable" (fail closed)."""
-    if os.geteuid() != 0:
-        return "none"
+    """How the solution's process is isolated, probed once per process: "bwrap" (a bubblewrap
+    pod), or under ``isolation=process`` how it gives up root: "nobody" (uid 65534 +
+    read-only file access), "nocaps" (uid 0 without capabilities), "none" (not root); or
+    "unavailable" (fail closed: nothing runs, :data:`_PROBED` ``refusal`` says why)."""
     with _LOCK:
         mode = _PROBED.get("privilege")
-    if mode is None:
+    if mode is not None:
+        return mode
+    refusal = None
+    if isolation() == "bwrap":
+        refusal = _bwrap_preflight()
+        mode = "unavailable" if refusal else "bwrap"
+        if mode == "bwrap":
+            res = _run_sync(PROBE, timeout_s=30.0, memory_mb=1024, cpu_s=None, privilege="bwrap")
+            if not res.passed:
+                mode, refusal = "unavailable", f"the bwrap pod does not run code: {res.status} {res.detail[:200]}"
+    elif os.geteuid() != 0:
+        mode = "none"
+    else:
         mode = "unavailable"
-        probe = Program("", prelude="", solution="import json, math, numbers, collections\n"
-                        "def check():\n    return 1\n", test="assert check() == 1\n", entry_points=("check",))
         for candidate in ("nobody", "nocaps"):
-            if _run_sync(probe, timeout_s=30.0, memory_mb=1024, cpu_s=None, privilege=candidate).passed:
+            if _run_sync(PROBE, timeout_s=30.0, memory_mb=1024, cpu_s=None, privilege=candidate).passed:
                 mode = candidate
                 break
-        with _LOCK:
-            _PROBED["privilege"] = mode
+        if mode == "unavailable":
+            refusal = "running as root but unable to drop privileges for the solution"
+    with _LOCK:
+        _PROBED["privilege"] = mode
+        if refusal:
+            _PROBED["refusal"] = refusal
     return mode
 
 
@@ -190,9 +401,11 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
     result_r, result_w = os.pipe()
     nonce = secrets.token_hex(16)
     cpu = int(cpu_s) if cpu_s is not None else int(timeout_s) + 2
+    pod = privilege == "bwrap"
     header = {"limits": {"memory_mb": int(memory_mb), "cpu_s": max(1, cpu), "fsize_mb": FSIZE_MB},
-              "privilege": privilege, "result_fd": 3 if server else result_w, "site_paths": _site_paths(),
-              "entry_points": entries}
+              "privilege": "none" if pod else privilege, "result_fd": 3 if server else result_w,
+              "site_paths": _site_paths(), "solution_site_paths": _pod_site_paths() if pod else _site_paths(),
+              "entry_points": entries, "audit_hook": AUDIT_HOOK}
     spec = {"mode": mode, "entry_points": entries}
     enc = lambda text: text.encode("utf-8", "surrogatepass")  # noqa: E731
     data = b"".join([_block(json.dumps(header).encode()), _block(enc(solution)), _block(json.dumps(spec).encode()),
@@ -211,11 +424,13 @@ def _launch(run: _Run) -> None:
             if run.server:  # the server died under us: this run and later ones spawn directly
                 run.server = None
                 _restart_header(run)
+            pod, pod_fds = _pod_spec() if run.privilege == "bwrap" else (None, ())
             run.proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-B", "-u", "-c", f"{runner_program.source()}\n_runner({bool(USE_NAMESPACES)})\n"],
+                [sys.executable, "-I", "-S", "-B", "-u", "-c",
+                 f"{runner_program.source()}\n_runner({bool(USE_NAMESPACES)}, {pod!r})\n"],
                 stdin=run.spec_r,
-                stdout=run.out, stderr=run.err, pass_fds=(run.result_w,), cwd=run.work, env=_base_env(run.work),
-                start_new_session=True)
+                stdout=run.out, stderr=run.err, pass_fds=(run.result_w, *pod_fds), cwd=run.work,
+                env=_base_env(run.work), start_new_session=True)
     finally:
         os.close(run.spec_r)
         os.close(run.result_w)
@@ -411,10 +626,13 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
 
 
 def _refused(privilege: str) -> ExecResult | None:
+    """The one-line infrastructure error when untrusted code may not run here."""
     if privilege != "unavailable":
         return None
-    return ExecResult(False, "error", 0.0, "", "", "sandbox: running as root but unable to drop privileges for the "
-                                                   "solution; refusing to run generated code", infrastructure=True)
+    why = _PROBED.get("refusal") or "running as root but unable to drop privileges for the solution"
+    hint = " (sandbox.isolation=process runs it without filesystem isolation)" if isolation() == "bwrap" else ""
+    return ExecResult(False, "error", 0.0, "", "", f"sandbox: {why}; refusing to run untrusted code{hint}",
+                      infrastructure=True)
 
 
 def _run_sync(program: str, *, timeout_s: float, memory_mb: int, cpu_s: float | None, privilege: str) -> ExecResult:
@@ -465,7 +683,7 @@ def run_program(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
 async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
                             cpu_s: float | None = None) -> ExecResult:
     """:func:`run_program` without blocking the event loop (the result pipe is watched by the loop)."""
-    privilege = _PROBED.get("privilege") if os.geteuid() == 0 else "none"
+    privilege = _PROBED.get("privilege")
     if privilege is None:  # first call in this process: probe once, off the event loop
         privilege = await asyncio.to_thread(_privilege_mode)
     refused = _refused(privilege)

@@ -14,7 +14,7 @@ PRELOAD = ("typing", "math", "random", "copy", "string", "collections", "re", "h
 MAX_RUNNERS = 64  # persistent runners at most; runs beyond wait for one to be free
 
 
-def _serve(ctl_fd, namespaces, n_spares):
+def _serve(ctl_fd, namespaces, n_spares, pod=None):
     """Fork server: one warm, trusted process that never reads run data.
 
     It keeps persistent runners (`_persistent_runner`, forked from here, one run at a time each,
@@ -44,6 +44,10 @@ def _serve(ctl_fd, namespaces, n_spares):
     except Exception:
         pass
     trusted_tables()
+    if pod:
+        _pod_source(pod)  # read once here; the runners' pods get it from their copy
+        os.close(pod["source_fd"])
+        pod = dict(pod, source_fd=None)
     for name in PRELOAD:  # imported once here, not twice per run (test side + solution side)
         try:
             importlib.import_module(name)
@@ -76,7 +80,7 @@ def _serve(ctl_fd, namespaces, n_spares):
                 if libc is not None:
                     libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG: gone with the fork server
                 _close_fds_except({theirs.fileno()})
-                _persistent_runner(theirs.fileno(), namespaces, shared_netns)
+                _persistent_runner(theirs.fileno(), namespaces, shared_netns, pod)
                 code = 0
             except BaseException:
                 print_exc()

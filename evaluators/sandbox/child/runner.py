@@ -115,26 +115,55 @@ def _seal():
         return None, False
 
 
-def _start_pod(namespaces, shared_netns, libc, sealed):
-    """The pod: forked while this runner has read nothing of any run. Its init (the reaper) forks
-    one solution process per run and hands it over `pod` (see `reaper`). Returns (pod socket, pid,
-    whether it has its own pid namespace)."""
+_POD_SOURCE = []  # the runner program's text for bwrap pods (read once from the harness's memfd)
+
+
+def _pod_source(pod):
+    if not _POD_SOURCE:
+        fd, parts, offset = pod["source_fd"], [], 0
+        while True:
+            chunk = os.pread(fd, 1 << 20, offset)
+            if not chunk:
+                break
+            parts.append(chunk)
+            offset += len(chunk)
+        _POD_SOURCE.append(b"".join(parts).decode("utf-8"))
+    return _POD_SOURCE[0]
+
+
+def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
+    """The pod: started while this runner has read nothing of any run. Its init (the reaper) forks
+    one solution process per run and hands it over `pod` (see `reaper`). With `pod` (a bwrap spec
+    from the harness) the pod is a fresh interpreter in its own bubblewrap view (`_pod`), built
+    once here for all of this runner's runs; else a fork of this runner. Returns (pod socket, pid,
+    whether the solution is out of reach of everything outside, the solution's cwd or None)."""
     import socket, fcntl
     isolated = False
-    if namespaces and libc is not None:
+    if pod is None and namespaces and libc is not None:
         # new pid namespace (the reaper is its init, the solutions PID 2, 3, ...): they cannot see
         # or signal anything outside, and everything they start dies with the run's sweep; and a
         # network namespace with no interface up (no network even past the audit hook): a fresh one,
         # or the fork server's own (`shared_netns`: created once, shared by its runners)
         isolated = libc.unshare(0x20000000 | (0 if shared_netns else 0x40000000)) == 0  # CLONE_NEWPID [| CLONE_NEWNET]
     pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    pod, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
+    ours, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
         p.close()
+    argv = None
+    if pod is not None:
+        argv = list(pod["argv"]) + ["-I", "-S", "-B", "-u", "-c",
+                                    _pod_source(pod) + "\n_pod(3, %r)\n" % (bool(pod.get("root")),)]
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
+            if argv is not None:  # bwrap gets only the pod's end of the socket, as fd 3
+                os.dup2(theirs.fileno(), 3)
+                _close_fds_except({3})
+                nul = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(nul, 0)
+                os.close(nul)
+                os.execve(argv[0], argv, {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"})
             _close_fds_except({theirs.fileno()})
             nul = os.open(os.devnull, os.O_RDONLY)
             os.dup2(nul, 0)
@@ -146,7 +175,10 @@ def _start_pod(namespaces, shared_netns, libc, sealed):
         finally:
             os._exit(code)
     theirs.close()
-    return pod, pid, isolated
+    return ours, pid, isolated or pod is not None, (SCRATCH_DIR if pod is not None else None)
+
+
+SCRATCH_DIR = "/scratch"  # the solution's working directory in a bwrap pod (launch.SCRATCH)
 
 
 def _take_solution(pod):
@@ -192,7 +224,7 @@ def _set_limit(resource, which, value, persistent):
         resource.setrlimit(which, (value, value))
 
 
-def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated):
+def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None):
     """One run, with the run's fds on 0 (spec), 1/2 (stdout/stderr) and the result fd the header
     names: reads the spec (nonce last), sends the solution its setup, runs `trusted`, kills the
     solution's process, then returns the one verdict line (and the fd it goes to)."""
@@ -215,8 +247,9 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated):
     _set_limit(resource, resource.RLIMIT_FSIZE, fsize, persistent)
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     solution = _read_block(0).decode("utf-8", "surrogatepass")
-    setup = {k: header.get(k) for k in ("limits", "privilege", "site_paths", "entry_points")}
-    setup.update(sealed=sealed, cwd=os.getcwd())
+    setup = {k: header.get(k) for k in ("limits", "privilege", "entry_points", "audit_hook")}
+    setup.update(sealed=sealed, cwd=pod_cwd or os.getcwd(),
+                 site_paths=header.get("solution_site_paths", header.get("site_paths", [])))
     try:  # the solution's process gets the run's stdout/stderr, its setup and the solution
         socket.send_fds(t_sock, [b"R"], [1, 2])
         chan.send({"setup": setup, "solution": solution})
@@ -262,18 +295,18 @@ def _sandbox_error(detail):
     os.write(header["result_fd"], (nonce + " error " + json.dumps(detail) + "\n").encode())
 
 
-def _runner(namespaces):
+def _runner(namespaces, pod_spec=None):
     """A runner started directly (no fork server): a fresh interpreter that makes its pod, then
     serves the one run on stdin/stdout/stderr, and exits."""
     _default_signals()
     libc, sealed = _seal()
     try:
-        pod, _, isolated = _start_pod(namespaces, False, libc, sealed)
+        pod, _, isolated, pod_cwd = _start_pod(namespaces, False, libc, sealed, pod_spec)
         t_sock, st_r, pidfd = _take_solution(pod)
     except (OSError, EOFError) as exc:
         _sandbox_error("sandbox: no solution process (%r)" % (exc,))
         os._exit(0)
-    result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False, isolated)
+    result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, False, isolated, pod_cwd)
     os.write(result_fd, line)  # one write below PIPE_BUF: atomic
     if os.getpgrp() == os.getpid():  # leader of our own group (new session): sweep it, pod included
         os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -283,7 +316,7 @@ def _runner(namespaces):
 RUNS_PER_RUNNER = 1000  # a persistent runner retires after this many runs (bounds any slow growth)
 
 
-def _persistent_runner(ctl_fd, namespaces, shared_netns):
+def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
     """A trusted runner the fork server keeps for many runs, one at a time. Forked from the
     fork server, it makes its pod before it reads anything, so every solution process is forked
     from the pod's init, which never sees run data. Per run it gets the run's fds (spec, stdout,
@@ -293,7 +326,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns):
     libc, sealed = _seal()
     ctl = socket.socket(fileno=fcntl.fcntl(ctl_fd, fcntl.F_DUPFD, 10))
     os.close(ctl_fd)
-    pod, pod_pid, isolated = _start_pod(namespaces, shared_netns, libc, sealed)
+    pod, pod_pid, isolated, pod_cwd = _start_pod(namespaces, shared_netns, libc, sealed, pod_spec)
     random_state, recursion, path = random.getstate(), sys.getrecursionlimit(), list(sys.path)
     environ = dict(os.environ)
     for n in range(RUNS_PER_RUNNER):
@@ -320,7 +353,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns):
         try:
             os.chdir(req["cwd"])
             os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
-            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated)
+            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd)
         except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
             print_exc()
             os.killpg(os.getpgrp(), signal.SIGKILL)

@@ -68,7 +68,99 @@ def drop_privileges(mode, libc):
         raise OSError("privileges were not dropped")
 
 
-def reaper(ctl, libc, sealed, Chan):
+def _audit_guard(event, args):
+    """The solution's audit hook (defence in depth: the pod's view, namespaces and missing
+    capabilities are the boundary). It holds no state reflection could change: its lists are
+    constants of its own code (replacing ``__code__`` is itself refused), it has no defaults or
+    closure, and it reads no global but the exception it raises (a rebound name still raises)."""
+    if event in {"os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen",
+                 "socket.__new__", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                 "socket.getnameinfo", "socket.connect", "socket.bind", "socket.sendto", "gc.get_objects",
+                 "gc.get_referrers", "gc.get_referents", "sys._current_frames", "sys.setprofile", "sys.settrace"}:
+        raise PermissionError("sandbox: %s is not allowed" % event)
+    if event == "import" and "".__class__.partition(args[0], ".")[0] in {
+            "ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"}:
+        raise ImportError("sandbox: importing %s is not allowed" % args[0])
+    if event == "object.__setattr__" and args[1] == "__code__":  # (defaults: it has none to change)
+        raise PermissionError("sandbox: setting __code__ is not allowed")
+
+
+def _empty_dir(path):
+    """Remove everything under `path` (a pod's /scratch or /tmp after a run); raises if it cannot."""
+    for entry in list(os.scandir(path)):
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o700)
+            _empty_dir(entry.path)
+            os.rmdir(entry.path)
+        else:
+            os.unlink(entry.path)
+
+
+def _pod_problem(root):
+    """Why this pod's init must not fork solutions (None: it may): any capability left, no
+    no_new_privs, or (as root) not uid/gid 65534."""
+    try:
+        with open("/proc/self/status") as fh:
+            fields = dict(line.split(":", 1) for line in fh if ":" in line)
+    except OSError as exc:
+        return "cannot read /proc/self/status: %r" % (exc,)
+    names = ("CapInh", "CapPrm", "CapEff", "CapAmb") + (("CapBnd",) if root else ())
+    left = [n for n in names if int(fields.get(n, "1").strip() or "1", 16) != 0]
+    if left:
+        return "capabilities left: %s" % ", ".join(left)
+    if fields.get("NoNewPrivs", "0").strip() != "1":
+        return "no_new_privs is not set"
+    if root and (os.getresuid() != (65534,) * 3 or os.getresgid() != (65534,) * 3 or os.getgroups()):
+        return "not uid/gid 65534"
+    return None
+
+
+def _become_nobody():
+    """As root: drop the bounding set (CAP_SETPCAP, which bwrap left for this), become uid/gid
+    65534 with no groups (which clears the permitted and effective sets), then clear the
+    inheritable set. ctypes goes from sys.modules afterwards (the audit hook refuses it again)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    Header, Data, last = cap_structs()
+    for cap in range(last + 1):
+        libc.prctl(24, cap, 0, 0, 0)  # PR_CAPBSET_DROP
+    os.setgroups([])
+    os.setresgid(65534, 65534, 65534)
+    os.setresuid(65534, 65534, 65534)
+    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG again (bwrap's --die-with-parent; setuid cleared it)
+    if libc.capset(ctypes.byref(Header(0x20080522, 0)), (Data * 2)()) != 0:
+        raise OSError("capset failed: errno %d" % ctypes.get_errno())
+    libc.prctl(38, 1, 0, 0, 0)  # PR_SET_NO_NEW_PRIVS (bwrap has set it already)
+    del libc
+    _CAPS.clear()
+    for mod in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[mod]
+
+
+def _pod(ctl_fd, root):
+    """A bwrap pod's init (PID 1 of the pod's pid namespace, inside its read-only view): as root
+    it first becomes nobody without any capability; it checks that nothing is left, preloads the
+    common modules (copy-on-write for every solution process it forks), then is the reaper."""
+    import socket, importlib
+    _default_signals()
+    try:
+        if root:
+            _become_nobody()
+        problem = _pod_problem(root)
+    except BaseException as exc:
+        problem = "cannot drop privileges: %r" % (exc,)
+    if problem:
+        sys.stderr.write("sandbox pod: %s; refusing to run solutions\n" % problem)
+        os._exit(70)
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
+    reaper(socket.socket(fileno=ctl_fd), None, False, Chan, scratch=(SCRATCH_DIR, "/tmp"))
+
+
+def reaper(ctl, libc, sealed, Chan, scratch=()):
     """The pod's init, parent of every solution process of one runner; never runs solution code
     and never sees run data (it was forked before its runner read any).
 
@@ -81,7 +173,9 @@ def reaper(ctl, libc, sealed, Chan):
     on the status pipe, kills it if it stopped itself (SIGSTOP would otherwise hang until the
     wall-clock timeout), then sweeps: as a namespace init it SIGKILLs everything else in the
     namespace and reaps it before forking the next one, so nothing a solution started outlives
-    its run. It dies with its runner (PDEATHSIG), and the namespace with it."""
+    its run. It dies with its runner (PDEATHSIG; in a bwrap pod, bwrap's --die-with-parent), and
+    the namespace with it. In a bwrap pod it also empties `scratch` (/scratch and /tmp) after
+    each run; if it cannot, it exits, and its runner reports the pod gone (an infrastructure error)."""
     import socket, fcntl
     if libc is not None:
         try:
@@ -91,6 +185,14 @@ def reaper(ctl, libc, sealed, Chan):
     signal.signal(signal.SIGINT, signal.SIG_DFL)  # no handler: signals from inside are dropped
     in_namespace = os.getpid() == 1
     parent = os.getpid()
+    wake = None
+    if scratch:  # a bwrap pod: watch the runner's end while waiting (bwrap's --die-with-parent cannot reach
+        import select  # an init that changed its uid), and end everything here when it is gone
+        wake = os.pipe()
+        for fd in wake:
+            os.set_blocking(fd, False)
+        signal.signal(signal.SIGCHLD, lambda *args: None)
+        signal.set_wakeup_fd(wake[1])
     while True:
         pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
@@ -102,6 +204,9 @@ def reaper(ctl, libc, sealed, Chan):
             code = 70
             try:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
+                if wake is not None:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
                 _close_fds_except({u_sock.fileno()})
                 if not in_namespace:  # its own group, swept after the run
                     os.setpgid(0, 0)
@@ -137,10 +242,21 @@ def reaper(ctl, libc, sealed, Chan):
                     except OSError:
                         pass
             try:
-                pid, st = os.waitpid(-1 if in_namespace else child, os.WUNTRACED)
+                pid, st = os.waitpid(-1 if in_namespace else child, os.WUNTRACED | (os.WNOHANG if wake else 0))
             except ChildProcessError:
                 break
             except InterruptedError:
+                continue
+            if wake is not None and pid == 0:  # nothing ended yet: wait for a child or the runner's end
+                if ctl in select.select([ctl, wake[0]], [], [])[0]:  # the runner is gone: so is the pod
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    finally:
+                        os._exit(0)
+                try:
+                    os.read(wake[0], 4096)
+                except BlockingIOError:
+                    pass
                 continue
             if pid != child:
                 continue  # an orphan re-parented to us: reaped
@@ -167,6 +283,12 @@ def reaper(ctl, libc, sealed, Chan):
                 break
             except InterruptedError:
                 continue
+        try:
+            for path in scratch:
+                _empty_dir(path)
+        except BaseException:
+            print_exc()
+            os._exit(70)
 
 
 def untrusted(sock, chan, libc, parent_pid, sealed):
@@ -219,20 +341,8 @@ def untrusted(sock, chan, libc, parent_pid, sealed):
         return
     sys.path.extend(p for p in header.get("site_paths", []) if p not in sys.path)
 
-    blocked_events = frozenset({
-        "os.fork", "os.forkpty", "os.system", "os.posix_spawn", "os.spawn", "os.exec", "subprocess.Popen",
-        "socket.__new__", "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
-        "socket.getnameinfo", "socket.connect", "socket.bind", "socket.sendto"})
-    blocked_imports = frozenset({"ctypes", "_ctypes", "_posixsubprocess", "cffi", "_cffi_backend"})
-
-    def guard(event, args, _events=blocked_events, _imports=blocked_imports,
-              _perm=PermissionError, _imp=ImportError, _str=str):
-        if event in _events:
-            raise _perm("sandbox: %s is not allowed" % event)
-        if event == "import" and args and type(args[0]) is _str and args[0].partition(".")[0] in _imports:
-            raise _imp("sandbox: importing %s is not allowed" % args[0])
-
-    sys.addaudithook(guard)
+    if header.get("audit_hook", True):
+        sys.addaudithook(_audit_guard)
 
     import types
     numbers = []
