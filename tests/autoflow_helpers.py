@@ -119,8 +119,9 @@ class JudgeFlowScript(AFlowScript):
 
 
 def with_validate_split(spec):
-    """A search fixture's split: a copy of the tiny test file with ids 'p<i>' -> 'v<i>' as ``validate`` (a search
-    refuses a split that shares a problem with test); the search config's ``split`` names it."""
+    """A search fixture's split: a copy of the tiny test file with ids 'p<i>' -> 'v<i>' and each question marked
+    ``(validate)`` as ``validate`` (a search refuses a split that shares a problem with test, by id or by task
+    text); the search config's ``split`` names it."""
     import os
 
     root = Path(os.environ["AGENTIC_REPRO_DATA"])
@@ -128,7 +129,8 @@ def with_validate_split(spec):
     name = test.with_name("validate.jsonl")
     if test.exists() and not name.exists():
         rows = [json.loads(line) for line in test.read_text().splitlines() if line.strip()]
-        name.write_text("".join(json.dumps({**r, "id": "v" + str(r["id"])[1:]}) + "\n" for r in rows))
+        name.write_text("".join(json.dumps({**r, "id": "v" + str(r["id"])[1:], "q": r["q"] + " (validate)"}) + "\n"
+                                for r in rows))
     spec.benchmark_cfg["splits"] = {**spec.benchmark_cfg["splits"], "validate": str(name.relative_to(root))}
     spec.full_config["benchmark"] = spec.benchmark_cfg
     return spec

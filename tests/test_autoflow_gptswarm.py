@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # the train extra, installed by `make test`: missing, it fails here (never a silent skip)
 
-from baselines.autoflow import gptswarm as G  # noqa: E402
-from harness.results import read_jsonl_tolerant  # noqa: E402
-from tests.autoflow_helpers import with_validate_split  # noqa: E402
-from tests.conftest import make_spec as _make_spec, run  # noqa: E402
-from tests.doubles import ScriptedBackbone  # noqa: E402
+from baselines.autoflow import gptswarm as G
+from harness.results import read_jsonl_tolerant
+from tests.autoflow_helpers import with_validate_split
+from tests.conftest import make_spec as _make_spec, run
+from tests.doubles import ScriptedBackbone
 
 
 def make_spec(*args, **kw):

@@ -89,6 +89,26 @@ def test_a_search_split_sharing_problems_with_test_is_refused(tmp_path, monkeypa
         check_search_split(spec, "validate")
 
 
+def test_a_search_split_sharing_problems_with_test_under_other_ids_is_refused(tmp_path, monkeypatch):
+    spec = _train_test_spec(tmp_path, monkeypatch, "validate")
+    test = (tmp_path / "data" / "tiny" / "test.jsonl").read_text().splitlines()
+    rows = [json.loads(x) for x in test]
+    copy = [{**rows[0], "id": "other-0", "q": "  WHAT is 10+10? "}, {"id": "fresh", "q": "What is 99+1?", "a": "100"}]
+    (tmp_path / "data" / "tiny" / "validate.jsonl").write_text("".join(json.dumps(r) + "\n" for r in copy))
+    spec.benchmark_cfg["splits"]["validate"] = "tiny/validate.jsonl"
+    with pytest.raises(SearchSplitError, match=r"shares 1 of its 2 problems.*0 by id, 1 by content.*other-0=t0"):
+        check_search_split(spec, "validate")
+
+
+def test_drop_validate_and_test_files_share_five_problems_under_other_ids():
+    # the real files (data/aflow_splits): the same passage and question under another id, gold written the same
+    # or as a superset of references (75.81|85.53 vs 75.81)
+    real = spec_from_config(compose(["benchmark=drop", "method=aflow"]))
+    with pytest.raises(SearchSplitError, match=r"shares 5 of its 200 problems with the test split \(0 by id, 5 by "
+                                               r"content.*563=5145"):
+        check_search_split(real, "validate")
+
+
 def test_dyflow_benchmarks_validate_split_would_leak_their_train_split_does_not():
     # the real case: DyFlow's HumanEval partition over AFlow's HumanEval validate file (which DyFlow's test part
     # overlaps: 25 of its 33), and SocialMaze, whose partition used to read every row for a split name it lacks;
@@ -106,7 +126,8 @@ def test_search_on_the_train_split_is_recorded_and_its_problems_refused_at_test(
     spec = _train_test_spec(tmp_path, monkeypatch, "train")
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     assert doc["split"] == "train" and doc["search_config"]["split"] == "train"
-    assert doc["split_check"] == {"split": "train", "problems": 4, "test_problems": 3, "shared_with_test": 0}
+    assert doc["split_check"] == {"split": "train", "problems": 4, "test_problems": 3, "shared_with_test": 0,
+                                  "compared": "ids and task text (whitespace and case normalised)"}
     assert doc["validate_ids"] == ["v0", "v1", "v2", "v3"]     # the train rows (ids as write_tiny_splits names them)
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     for split, complete in (("test", True), ("train", False)):

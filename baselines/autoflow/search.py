@@ -49,35 +49,52 @@ class SearchSplitError(ValueError):
     """The configured search split is missing or shares problems with the benchmark's test split."""
 
 
+def task_key(bench: Any, problem: Any) -> str:
+    """What a problem *is* for leak checks: the task text the method sees (question, passage, prompt), with
+    whitespace runs collapsed and case folded. Two files can hold one problem under two ids (DROP's AFlow
+    validate and test files share 5 passages+questions), and its gold may be written differently in each
+    (``75.81|85.53`` vs ``75.81``): the same text to solve is the same problem."""
+    return " ".join(str(bench.render(problem)).split()).casefold()
+
+
 def check_search_split(spec: RunSpec, split: str) -> dict[str, Any]:
-    """The search split must exist and must not share a problem with the benchmark's ``test`` split (a
-    partitioned benchmark reads every row for a split name it does not know: DyFlow's SocialMaze and LiveBench
-    have no validate part, so ``split: validate`` would search on their test problems too). Returns what was
-    checked, for the artifact."""
+    """The search split must exist and must not share a problem with the benchmark's ``test`` split, by id or
+    by content (:func:`task_key`): a partitioned benchmark reads every row for a split name it does not know
+    (DyFlow's SocialMaze and LiveBench have no validate part, so ``split: validate`` would search on their test
+    problems too), and two files may hold the same problem under different ids. Returns what was checked, for
+    the artifact."""
     from harness.benchmark import build_benchmark
 
-    def ids(name: str) -> list[str]:
-        probs, _ = build_benchmark({**spec.benchmark_cfg, "split": name, "limit": None, "sample": None}).load()
-        return [p.id for p in probs]
+    def problems(name: str) -> tuple[Any, list[Any]]:
+        bench = build_benchmark({**spec.benchmark_cfg, "split": name, "limit": None, "sample": None})
+        return bench, bench.load()[0]
 
     name = spec.benchmark_cfg["name"]
     if split == "test":
         raise SearchSplitError(f"{name}: method.search.split=test: a search never runs on the test split")
     try:
-        mine = ids(split)
+        bench, mine = problems(split)
     except ValueError as exc:
         raise SearchSplitError(f"{name} has no '{split}' split for the search ({exc}); benchmarks without a validate "
                                "split search on their train split: method.search.split=train") from exc
     try:
-        test = set(ids("test"))
+        tbench, test = problems("test")
     except ValueError:
-        test = set()  # no test split (HotpotQA: validate only; the artifact refuses the searched problems)
-    shared = [i for i in mine if i in test]
+        tbench, test = None, []  # no test split (HotpotQA: validate only; the artifact refuses the searched problems)
+    test_ids = {p.id for p in test}
+    test_keys = {task_key(tbench, p): p.id for p in test}
+    shared = [(p.id, p.id if p.id in test_ids else test_keys[task_key(bench, p)]) for p in mine
+              if p.id in test_ids or task_key(bench, p) in test_keys]
     if shared:
+        same_id = sum(a == b for a, b in shared)
+        pairs = ", ".join(f"{a}={b}" if a != b else a for a, b in shared[:5])
         raise SearchSplitError(f"{name}: the search split '{split}' shares {len(shared)} of its {len(mine)} problems "
-                               f"with the test split (e.g. {shared[0]}): searching on them would leak; use a split "
-                               "disjoint from test (DyFlow's benchmarks: method.search.split=train)")
-    return {"split": split, "problems": len(mine), "test_problems": len(test), "shared_with_test": 0}
+                               f"with the test split ({same_id} by id, {len(shared) - same_id} by content under "
+                               f"another id; {split}=test: {pairs}{', ...' if len(shared) > 5 else ''}): searching "
+                               "on them would leak; use a split disjoint from test (DyFlow's benchmarks: "
+                               "method.search.split=train; or point benchmark.splits.<split> at a file without them)")
+    return {"split": split, "problems": len(mine), "test_problems": len(test), "shared_with_test": 0,
+            "compared": "ids and task text (whitespace and case normalised)"}
 
 
 class SearchIncomplete(RuntimeError):
