@@ -330,8 +330,8 @@ def untrusted(sock, chan, libc, parent_pid, sealed):
     if os.getppid() != parent_pid:  # its parent (the reaper) is gone already
         os._exit(0)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # an oversized write fails instead of killing
-    for mod in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes.", "_ctypes"))]:
-        del sys.modules[mod]
+    for mod in [m for m in sys.modules if m in ("ctypes", "gc") or m.startswith(("ctypes.", "_ctypes"))]:
+        del sys.modules[mod]  # (the fork server's; a bwrap pod never had them)
     libc = None
 
     if not sealed and chan.recv() != {"op": "go"}:

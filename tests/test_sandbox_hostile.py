@@ -1,0 +1,354 @@
+"""Hostile programs through every untrusted entry point: each returns the RIGHT answer only if the
+forbidden thing worked (read the answers, a root-only file, the harness's /proc; wrote outside its
+scratch; ran a shell; traced a process; reached a harness socket; switched the audit hook off), so a
+guard that silently stops working shows up as a pass, and every test here asserts a failure.
+
+Isolation modes (``mode`` below): ``bwrap`` (the default: the pod's view, namespaces and no
+capabilities, plus the audit hook), ``bwrap-no-hook`` (the same with the audit hook lifted: the
+operating-system boundary alone must hold), and ``process`` (``sandbox.isolation=process``, which
+has no filesystem isolation: only the guards it claims, the audit hook's, are tested there).
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+import socket
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from evaluators.code_tasks import MBPP, HumanEval
+from evaluators.sandbox import Program, humaneval_program, launch, run_program
+from evaluators.sandbox import verdict as verdict_mod
+from harness.types import Problem
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "datasets"
+ROOT = os.geteuid() == 0
+TOKEN = "hostile-" + secrets.token_hex(8)
+PROMPT = 'def add(a, b):\n    """Return a + b."""\n'
+TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+
+
+@pytest.fixture(params=["bwrap", "bwrap-no-hook"])
+def mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from _mode(request.param, monkeypatch)
+
+
+@pytest.fixture(params=["bwrap", "bwrap-no-hook", "process"])
+def any_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from _mode(request.param, monkeypatch)
+
+
+@pytest.fixture(params=["bwrap", "process"])
+def hooked_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from _mode(request.param, monkeypatch)
+
+
+def _mode(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+    monkeypatch.setitem(launch._CONFIG, "isolation", "process" if name == "process" else "bwrap")
+    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
+    monkeypatch.setattr(launch, "AUDIT_HOOK", name != "bwrap-no-hook")
+    if name != "process":
+        assert launch._privilege_mode() == "bwrap", launch._PROBED.get("refusal")
+    yield name
+    launch._stop_fork_server()
+    launch._SERVER = None
+
+
+def _body(code: str) -> str:
+    return "".join(f"    {line}\n" for line in code.strip("\n").splitlines())
+
+
+def must_fail(body: str, **kw: Any) -> Any:
+    """`body` runs inside add(a, b) and decides what add returns."""
+    res = run_program(humaneval_program(PROMPT, _body(body), TEST, "add"), **{"timeout_s": 20.0, **kw})
+    assert not res.passed, res
+    assert not res.infrastructure, res
+    return res
+
+
+# ---- what the solution could read -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def planted() -> Iterator[dict[str, str]]:
+    """Files holding TOKEN where the harness keeps what untrusted code must not see: the data folder
+    (or, before `make data`, the shared datasets), the results folder, the response cache's folder,
+    the repository itself, and a root-only 0600 file outside the repository."""
+    made: list[Path] = []
+    dirs: list[Path] = []
+    targets: dict[str, str] = {}
+    for name, folder in (("data", REPO / "data"), ("results", REPO / "results"), ("cache", REPO / ".cache"),
+                         ("repo", REPO)):
+        if name == "data" and not folder.is_dir():
+            continue
+        if not folder.exists():
+            folder.mkdir()
+            dirs.append(folder)
+        path = folder / f".{TOKEN}.txt"
+        path.write_text(TOKEN)
+        os.chmod(path, 0o644)  # world-readable: only the view keeps it out of reach
+        made.append(path)
+        targets[name] = str(path)
+    secret = Path("/root" if ROOT and os.path.isdir("/root") else "/tmp") / f".{TOKEN}-0600"
+    secret.write_text(TOKEN)
+    os.chmod(secret, 0o600)
+    made.append(secret)
+    targets["root-only 0600"] = str(secret)
+    yield targets
+    for path in made:
+        path.unlink(missing_ok=True)
+    for folder in dirs:
+        folder.rmdir()
+
+
+def _answers_file() -> Path | None:
+    for path in (REPO / "data" / "humaneval" / "HumanEval.jsonl", SHARED / "humaneval" / "HumanEval.jsonl"):
+        if path.is_file():
+            return path
+    return None
+
+
+@pytest.mark.parametrize("target", ["data", "results", "cache", "repo", "root-only 0600"])
+def test_reading_the_harness_files_fails(mode: str, planted: dict[str, str], target: str) -> None:
+    if target not in planted:
+        pytest.skip(f"no {target} folder on this machine")
+    must_fail(f"try:\n    found = open({planted[target]!r}).read() == {TOKEN!r}\n"
+              "except OSError:\n    found = False\nreturn a + b if found else 0\n")
+
+
+def test_reading_the_benchmark_answers_and_listing_work_fails(mode: str) -> None:
+    answers = _answers_file()
+    if answers is not None:
+        must_fail(f"try:\n    found = 'canonical_solution' in open({str(answers)!r}).read()\n"
+                  "except OSError:\n    found = False\nreturn a + b if found else 0\n")
+    must_fail(f"import os\ntry:\n    found = len(os.listdir({str(REPO)!r})) > 0 or len(os.listdir('/work')) > 0\n"
+              "except OSError:\n    found = False\nreturn a + b if found else 0\n")
+
+
+@pytest.mark.parametrize("what", ["environ", "cmdline", "mem", "fd"])
+def test_reading_the_harness_process_fails(mode: str, what: str) -> None:
+    pid = os.getpid()
+    if what == "mem":
+        probe = f"f = open('/proc/{pid}/mem', 'rb')\nfound = True\n"  # opening it is the leak
+    elif what == "fd":
+        probe = f"import os\nfound = len(os.listdir('/proc/{pid}/fd')) > 0\n"
+    else:
+        probe = f"found = b'python' in open('/proc/{pid}/{what}', 'rb').read().lower() or b'PATH=' in " \
+                f"open('/proc/{pid}/{what}', 'rb').read()\n"
+    must_fail("try:\n" + _body(probe) + "except OSError:\n    found = False\nreturn a + b if found else 0\n")
+
+
+# ---- what the solution could change --------------------------------------------------------------
+
+def test_writing_outside_the_scratch_fails(mode: str, tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o777)
+    host = tmp_path / "escape.txt"
+    for target in (str(host), f"{REPO}/escape.txt", "/escape.txt", f"{launch.POD_SITE}/escape.py",
+                   os.path.join(os.path.dirname(os.__file__), "escape.py"), "/etc/escape", "/dev/escape"):
+        must_fail(f"try:\n    open({target!r}, 'w').write('x')\n    wrote = True\n"
+                  "except OSError:\n    wrote = False\nreturn a + b if wrote else 0\n")
+    assert not host.exists() and not (REPO / "escape.txt").exists()
+
+
+# ---- processes, shells, tracing ---------------------------------------------------------------------
+
+SHELLS = {
+    "os.system": "import os\nran = os.system('exit 7') >> 8 == 7\n",
+    "subprocess": "import subprocess\nran = subprocess.run(['/bin/sh', '-c', 'exit 7']).returncode == 7\n",
+    "posix_spawn": "import os\npid = os.posix_spawn('/bin/sh', ['sh', '-c', 'exit 7'], {})\n"
+                   "ran = os.waitpid(pid, 0)[1] >> 8 == 7\n",
+    "fork+exec": "import os\npid = os.fork()\nif pid == 0:\n    try:\n        os.execv('/bin/sh', ['sh', '-c', 'exit 7'])\n"
+                 "    finally:\n        os._exit(1)\nran = os.waitpid(pid, 0)[1] >> 8 == 7\n",
+    "ctypes system": "import ctypes\nran = ctypes.CDLL(None).system(b'exit 7') >> 8 == 7\n",
+}
+
+
+@pytest.mark.parametrize("how", list(SHELLS))
+def test_running_a_shell_fails(any_mode: str, how: str) -> None:
+    """bwrap: there is no /bin/sh in the view (and the audit hook refuses to try); process: the
+    audit hook is what refuses it, so allowing e.g. os.system there fails this test."""
+    must_fail("try:\n" + _body(SHELLS[how]) + "except BaseException:\n    ran = False\nreturn a + b if ran else 0\n")
+
+
+@pytest.mark.parametrize("whom", ["harness", "parent"])
+def test_ptrace_fails(any_mode: str, whom: str) -> None:
+    target = str(os.getpid()) if whom == "harness" else "os.getppid()"
+    must_fail(f"import os\ntry:\n    import ctypes\n    libc = ctypes.CDLL(None, use_errno=True)\n"
+              f"    traced = libc.ptrace(16, {target}, None, None) == 0\n"  # PTRACE_ATTACH
+              "except BaseException:\n    traced = False\nreturn a + b if traced else 0\n")
+
+
+def test_reaching_a_harness_unix_socket_fails(any_mode: str, tmp_path: Path) -> None:
+    os.chmod(tmp_path, 0o777)
+    path = tmp_path / "harness.sock"
+    named = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    named.bind(str(path))
+    os.chmod(path, 0o777)
+    abstract = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    abstract.bind("\0" + TOKEN)
+    try:
+        for sock in (named, abstract):
+            sock.listen(5)
+        for address in (str(path), "\0" + TOKEN):
+            must_fail(f"import socket\ntry:\n    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n"
+                      f"    s.connect({address!r})\n    reached = True\n"
+                      "except BaseException:\n    reached = False\nreturn a + b if reached else 0\n")
+    finally:
+        named.close()
+        abstract.close()
+
+
+# ---- the audit hook itself --------------------------------------------------------------------------
+
+REFLECTION = '''
+import sys
+try:  # the blocklists of the old hook lived in its defaults, which gc reached
+    import gc
+    for obj in gc.get_objects():
+        defaults = getattr(obj, "__defaults__", None) if callable(obj) else None
+        if defaults and any(isinstance(d, frozenset) and "os.system" in d for d in defaults):
+            obj.__defaults__ = tuple(frozenset() if isinstance(d, frozenset) else d for d in defaults)
+except BaseException:
+    pass
+try:  # the hook is a function of the runner program (__main__): swap its code for a no-op
+    guard = vars(sys.modules["__main__"]).get("_audit_guard")
+    if guard is not None:
+        guard.__code__ = (lambda event, args: None).__code__
+except BaseException:
+    pass
+try:  # rebind what the hook raises
+    vars(sys.modules["__main__"])["PermissionError"] = lambda *a: None
+    vars(sys.modules["__main__"])["ImportError"] = lambda *a: None
+except BaseException:
+    pass
+try:
+    import ctypes
+    off = True
+except BaseException:
+    off = False
+return a + b if off else 0
+'''
+
+
+def test_the_audit_hook_cannot_be_switched_off_by_reflection(hooked_mode: str) -> None:
+    """On the old hook the gc route worked and this program passed."""
+    must_fail(REFLECTION)
+
+
+def test_gc_is_not_preloaded_for_the_solution(hooked_mode: str) -> None:
+    must_fail("import sys\nreturn a + b if 'gc' in sys.modules else 0\n")
+
+
+# ---- the verdict line -------------------------------------------------------------------------------
+
+def test_a_forged_verdict_line_on_the_result_pipe_is_ignored(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever else reaches the result pipe (a line without this run's nonce, an earlier run's
+    nonce) cannot pass a wrong program: only the runner's nonce line counts."""
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+    real_launch = launch._launch
+    earlier = secrets.token_hex(16)
+
+    def forging(run: Any) -> None:
+        os.write(run.result_w, f"{earlier} passed \"\"\n{'0' * 32} passed \"\"\n".encode())
+        real_launch(run)
+
+    monkeypatch.setattr(launch, "_launch", forging)
+    res = run_program(humaneval_program(PROMPT, "    return 0\n", TEST, "add"), timeout_s=20)
+    assert not res.passed and res.status == "failed", res
+    assert verdict_mod.parse_verdict(f"{earlier} passed \"\"\n".encode(), secrets.token_hex(16)) is None
+
+
+# ---- through the harness's own entry points ----------------------------------------------------------
+
+def _read_answers_body() -> str:
+    answers = _answers_file()
+    paths = [str(p) for p in (answers, REPO / "results", REPO) if p is not None]
+    return ("    import os\n    seen = ''\n"
+            f"    for p in {paths!r}:\n"
+            "        try:\n            seen += open(p).read()[:100] if os.path.isfile(p) else ' '.join(os.listdir(p))\n"
+            "        except OSError:\n            pass\n")
+
+
+def _humaneval_problem() -> Problem:
+    return Problem(id="HumanEval/hostile", index=0, benchmark="humaneval", gold="    return a + b\n",
+                   fields={"prompt": PROMPT, "test": TEST, "entry_point": "add",
+                           "public_tests": ["assert add(2, 3) == 5"]})
+
+
+def test_code_scoring_and_the_public_test_tool(mode: str) -> None:
+    """HumanEval's and MBPP's scorers and the public-test tool (what DyFlow's TEST_CODE calls) score
+    a program that is right only if it read the harness's files: 0, never 1."""
+    bench = HumanEval({"name": "humaneval", "execute_code": True, "sandbox": {"timeout_s": 20}})
+    answer = "```python\n" + PROMPT + _read_answers_body() + "    return a + b if seen else 0\n```"
+    problem = _humaneval_problem()
+    assert asyncio.run(bench.score(answer, problem)).value == 0.0
+    tool = asyncio.run(bench.run_public_tests(answer, problem))
+    assert tool is not None and tool["passed"] == 0, tool
+    mbpp = MBPP({"name": "mbpp", "execute_code": True, "sandbox": {"timeout_s": 20}})
+    mproblem = Problem(id="mbpp/hostile", index=0, benchmark="mbpp", gold="",
+                       fields={"test_list": ["assert add(2, 3) == 5"], "test_imports": [], "entry_point": "add",
+                               "public_tests": ["assert add(2, 3) == 5"]})
+    manswer = "```python\ndef add(a, b):\n" + _read_answers_body() + "    return a + b if seen else 0\n```"
+    assert asyncio.run(mbpp.score(manswer, mproblem)).value == 0.0
+
+
+def test_plain_programs_and_the_programmer_operator(mode: str, planted: dict[str, str]) -> None:
+    """run_program with a plain program (what AFlow's Programmer/Test and MaAS use) passes only if it
+    ends normally; and the Programmer's own runner (`run_solve`) hands solve()'s output back to the
+    workflow: neither may carry the planted files' contents."""
+    from baselines.autoflow.operators import run_solve
+
+    paths = list(planted.values())
+    res = run_program(f"data = ''.join(open(p).read() for p in {paths!r})\nassert {TOKEN!r} in data\n", timeout_s=20)
+    assert not res.passed and not res.infrastructure, res
+    code = ("def solve():\n    out = []\n"
+            f"    for p in {paths!r}:\n"
+            "        try:\n            out.append(open(p).read())\n"
+            "        except OSError as exc:\n            out.append(type(exc).__name__)\n"
+            "    return ' '.join(out)\n")
+    status, output = asyncio.run(run_solve(code, timeout_s=20))
+    assert status == "Success" and TOKEN not in output, (status, output)
+
+
+def test_an_honest_program_still_imports_numpy_and_writes_its_scratch(mode: str) -> None:
+    """The view is not so small that honest code breaks: numpy from site-packages, files in its cwd."""
+    res = run_program(Program("", prelude="", solution="import numpy as np, os, tempfile\n"
+                              "def f():\n    open('x.txt', 'w').write('1')\n"
+                              "    with tempfile.NamedTemporaryFile() as fh:\n        fh.write(b'1')\n"
+                              "    return int(np.array([1, 2]).sum()) + int(open('x.txt').read())\n",
+                              test="assert f() == 4\n", entry_points=("f",)), timeout_s=30)
+    assert res.passed, res
+
+
+def test_bwrap_missing_is_an_infrastructure_error_naming_the_option(monkeypatch: pytest.MonkeyPatch) -> None:
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+    monkeypatch.setitem(launch._CONFIG, "isolation", "bwrap")
+    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
+    monkeypatch.delitem(launch._PROBED, "refusal", raising=False)
+    monkeypatch.setattr(launch, "BWRAP", "bwrap-not-installed-here")
+    res = run_program(humaneval_program(PROMPT, "    return a + b\n", TEST, "add"))
+    assert not res.passed and res.status == "error" and res.infrastructure, res
+    assert "not installed" in res.detail and "sandbox.isolation=process" in res.detail, res
+    assert "\n" not in res.detail
+    launch._stop_fork_server()
+
+
+def test_every_run_can_record_its_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(launch._CONFIG, "isolation", "bwrap")
+    record = launch.isolation_record()
+    dests = [e["dest"] for e in record["view"]]
+    assert record["isolation"] == "bwrap" and "note" not in record
+    assert not any(d == "/work" or d.startswith(str(REPO)) for d in dests), dests
+    assert launch.POD_SITE in dests and "/scratch" in dests and os.path.realpath(sys.executable) in dests
+    monkeypatch.setitem(launch._CONFIG, "isolation", "process")
+    assert launch.isolation_record() == {"isolation": "process", "note": launch.NO_ISOLATION_NOTE}
+    with pytest.raises(ValueError):
+        launch.configure(isolation="none")
