@@ -231,7 +231,10 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     if not m.get("search"):
         return
     path = Path(str((m.get("params") or {}).get("artifact") or "").replace("{benchmark}", it.spec.benchmark_cfg["name"]))
-    if not str(path) or path.exists():
+    if not str(path):
+        return
+    stale = _stale_artifact(it, path) if path.exists() else None
+    if path.exists() and not stale:
         return
     from baselines.autoflow.search import run_search, search_dir
 
@@ -241,8 +244,43 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     target = search_dir(spec, m["search"]) / "artifact.json"
     if target.resolve() != path.resolve():
         raise ValueError(f"{it.label}: the search would write {target}, the method reads {path}")
-    log(f"  searching first: {it.label} has no artifact at {path}")
+    if stale:
+        aside = path.parent.with_name(f"{path.parent.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
+        path.parent.rename(aside)
+        log(f"  searching again: {it.label}'s artifact was searched at another setting ({stale}); the old search "
+            f"is kept in {aside}")
+    else:
+        log(f"  searching first: {it.label} has no artifact at {path}")
     asyncio.run(run_search(spec, servers=pool))
+
+
+def _stale_artifact(it: Planned, path: Path) -> str:
+    """An existing artifact is reused only when its recorded ``search_config`` is this run's ``method.search``
+    (a tiny search must not feed a paper-size row). Otherwise ``method.search.stale_artifact``: ``refuse``
+    (default: one line naming the differing keys) or ``search`` (returns the differences: the caller moves the
+    old search folder aside, kept, and searches again at this run's setting). "" when it matches."""
+
+    from baselines.autoflow.artifact import ARTIFACT_VERSION, search_config_diff
+
+    search = it.spec.method_cfg["search"]
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{it.label}: the artifact {path} is unreadable ({exc}): delete it to search again") from None
+    diffs = search_config_diff(doc.get("search_config") if isinstance(doc, dict) else None, search)
+    if not isinstance(doc, dict) or doc.get("version") != ARTIFACT_VERSION:
+        diffs.append(f"version: {doc.get('version') if isinstance(doc, dict) else None} (artifact) != "
+                     f"{ARTIFACT_VERSION} (this code)")
+    if not diffs:
+        return ""
+    policy = str(search.get("stale_artifact", "refuse"))
+    if policy not in ("refuse", "search"):
+        raise ValueError(f"{it.label}: method.search.stale_artifact={policy!r}: choose refuse or search")
+    if policy == "refuse":
+        raise ValueError(f"{it.label}: the artifact {path} was searched at another setting ({'; '.join(diffs)}): "
+                         "run at the setting it was searched at, or set method.search.stale_artifact=search to "
+                         "search again")
+    return "; ".join(diffs)
 
 
 def require_backbone_key(backbone: str) -> None:

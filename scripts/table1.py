@@ -67,9 +67,31 @@ def row_deviations(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, A
             out.append(str(d))
     settings = proto.get("settings") or {}
     mo = (settings.get("method_overrides") or {}).get(row["method"])
-    if mo and any(a.runs for a in aggs.values()):
+    if row.get("searched"):  # a searched row ran the artifacts its cells name: their own record says how
+        out.extend(n for n in searched_notes(row, aggs) if n not in out)
+    elif mo and any(a.runs for a in aggs.values()):
         out.append(f"run at the reduced setting of size protocol '{proto.get('protocol')}': {' '.join(mo)}")
     return out
+
+
+def searched_notes(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
+    """A searched row's setting footnotes, from the artifacts its runs used (``trace.artifact.path`` of their
+    predictions), compared with the method's configured search; never from the size protocol, which may not be
+    the setting an artifact was searched at."""
+    from baselines.autoflow.artifact import ArtifactError, load_artifact, setting_note
+
+    configured = (method_config(row["method"]) or {}).get("search")
+    notes: list[str] = []
+    for a in aggs.values():
+        paths = {(p.get("trace") or {}).get("artifact", {}).get("path") for r in a.runs for p in r.predictions()}
+        for path in sorted(paths - {None}):
+            try:
+                note = setting_note(load_artifact(path), configured)
+            except (ArtifactError, OSError, ValueError) as exc:
+                note = f"its search artifact {path} cannot be read ({exc})"
+            if note and note not in notes:
+                notes.append(note)
+    return notes
 
 
 def row_label(row: dict[str, Any], aggs: dict[str, Agg]) -> str:

@@ -224,8 +224,10 @@ def test_table_runs_search_first_when_the_artifact_is_missing(tmp_path, tiny_dat
     it.spec = spec
     runs._ensure_artifact(it, None, lambda m: None)
     assert calls == [(42, 42)]
+    from baselines.autoflow.artifact import ARTIFACT_VERSION
+
     path = tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json"
     path.parent.mkdir(parents=True)
-    path.write_text("{}")
-    runs._ensure_artifact(it, None, lambda m: None)
+    path.write_text(json.dumps({"version": ARTIFACT_VERSION, "search_config": spec.method_cfg["search"]}))
+    runs._ensure_artifact(it, None, lambda m: None)  # searched at this run's setting: reused
     assert len(calls) == 1

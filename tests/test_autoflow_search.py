@@ -140,3 +140,66 @@ def test_search_on_the_train_split_is_recorded_and_its_problems_refused_at_test(
         assert metrics["complete"] is complete
         if not complete:
             assert metrics["n_errors"] == 4 and "would be a leak" in metrics["first_error"]["error"]
+
+
+def _planned_with_artifact(tmp_path, monkeypatch, recorded_params):
+    """A Table 1 item of a searched method whose artifact exists, searched with ``recorded_params``."""
+    from baselines.autoflow import search as S
+    from scripts import runs
+
+    write_tiny_splits(tmp_path / "data")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    spec = aflow_spec(tmp_path, rounds=20, validate_runs=5)
+    path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
+    spec.method_cfg["params"]["artifact"] = str(path)
+    recorded = {**spec.method_cfg["search"], "params": {**spec.method_cfg["search"]["params"], **recorded_params}}
+    write_artifact(path, {"method": "aflow", "benchmark": "tiny", "split": "validate", "workflow": {
+        "solver": "baselines.simple:io", "params": {}}, "validate_score": 0.5, "history": [], "roles": {},
+        "search_cost": {}, "search_config": recorded})
+    searched = []
+
+    async def fake(spec, **kw):
+        searched.append(spec.method_cfg["search"]["params"]["rounds"])
+        return {}
+
+    monkeypatch.setattr(S, "run_search", fake)
+    it = runs.Planned(label="aflow/tiny", overrides=[])
+    it.spec = spec
+    return it, path, searched
+
+
+def test_table1_hook_refuses_an_artifact_searched_at_another_setting(tmp_path, monkeypatch):
+    from scripts import runs
+
+    it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {"rounds": 2, "validate_limit": 2})
+    with pytest.raises(ValueError) as err:
+        runs._ensure_artifact(it, None, lambda m: None)
+    line = str(err.value)
+    assert "\n" not in line and "params.rounds: 2 (artifact) != 20 (this run)" in line
+    assert "params.validate_limit: 2 (artifact) != null (this run)" in line and "stale_artifact=search" in line
+    assert searched == [] and path.exists()
+    it2, path2, searched2 = _planned_with_artifact(tmp_path / "same", monkeypatch, {})
+    runs._ensure_artifact(it2, None, lambda m: None)  # the same setting: reused, no search
+    assert searched2 == []
+
+
+def test_table1_hook_searches_again_when_told_and_keeps_the_old_search(tmp_path, monkeypatch):
+    from scripts import runs
+
+    it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {"rounds": 2})
+    it.spec.method_cfg["search"]["stale_artifact"] = "search"
+    logs = []
+    runs._ensure_artifact(it, None, logs.append)
+    assert searched == [20] and not path.exists()
+    kept = [p for p in path.parent.parent.iterdir() if p.name.startswith("seed=42.stale-")]
+    assert len(kept) == 1 and (kept[0] / "artifact.json").exists() and "searching again" in logs[-1]
+
+
+def test_a_searched_rows_footnote_comes_from_its_artifacts_record(tmp_path):
+    from baselines.autoflow.artifact import setting_note
+
+    doc = {"benchmark": "gsm8k", "split": "validate", "search_config": {"params": {"rounds": 2, "validate_runs": 5}}}
+    note = setting_note(doc, {"params": {"rounds": 20, "validate_runs": 5}})
+    assert note == ("searched on gsm8k's validate split at a reduced setting (its artifact's search_config): "
+                    "rounds=2 (configured 20)")
+    assert setting_note(doc, {"params": {"rounds": 2, "validate_runs": 5}}) is None

@@ -81,6 +81,39 @@ def load_artifact(path: str | Path) -> dict[str, Any]:
     return doc
 
 
+#: keys of a method's ``search:`` block that say how to treat an artifact, not how the search ran
+POLICY_KEYS = ("stale_artifact",)
+
+
+def search_config_diff(recorded: Any, wanted: Any, prefix: str = "") -> list[str]:
+    """Where an artifact's recorded ``search_config`` and a run's ``method.search`` differ, one
+    ``key: artifact value != run value`` per leaf (dotted keys; :data:`POLICY_KEYS` ignored)."""
+    if isinstance(recorded, dict) and isinstance(wanted, dict):
+        out: list[str] = []
+        for k in sorted(set(recorded) | set(wanted), key=str):
+            if not prefix and k in POLICY_KEYS:
+                continue
+            out += search_config_diff(recorded.get(k), wanted.get(k), f"{prefix}{k}.")
+        return out
+    if recorded == wanted:
+        return []
+    return [f"{prefix.rstrip('.')}: {json.dumps(recorded, default=str)} (artifact) != "
+            f"{json.dumps(wanted, default=str)} (this run)"]
+
+
+def setting_note(doc: dict[str, Any], configured: dict[str, Any] | None) -> str | None:
+    """The footnote of a searched row, from the artifact's own record: the search settings it ran at where
+    they differ from the method's configured (paper) search; None when it ran at the configured one."""
+    ran = (doc.get("search_config") or {}).get("params") or {}
+    conf = (configured or {}).get("params") or {}
+    diffs = [f"{k}={json.dumps(ran.get(k), default=str)} (configured {json.dumps(conf.get(k), default=str)})"
+             for k in sorted(set(ran) | set(conf)) if ran.get(k) != conf.get(k)]
+    if not diffs:
+        return None
+    return (f"searched on {doc.get('benchmark')}'s {doc.get('split')} split at a reduced setting (its artifact's "
+            f"search_config): {', '.join(diffs)}")
+
+
 class ArtifactMethod:
     """Runs the workflow a search froze. ``artifact`` may contain ``{benchmark}`` (filled with the run's
     benchmark name), so one method config serves every benchmark of a table.
