@@ -7,9 +7,11 @@ base URL + API key (the key itself is never stored, only a hash), this process k
 :class:`RateController`, shared by every backbone object built for that account:
 
 - **AIMD concurrency** between ``min`` and ``max`` from ``start``: slow start (+1 per success) until the first
-  overload signal (429, 5xx, 408, timeout, connection error), then +1/L per success; on overload L is halved,
-  at most once per round trip (a request sent before the last cut does not cut again). It grows only when
-  requests queue for a slot while the pacer has room: a paced account needs no more requests in flight.
+  congestion signal, then +1/L per success; L is halved on an overload (429, 5xx, 408, timeout, connection
+  error; at most once per round trip: a request sent before the last cut does not cut again) and when a request
+  waited in the account's pacing queue longer than 10% of the window (once per queue drain). It grows only when
+  requests queue for a slot while the pacing queue is short: a paced account needs no more requests in flight.
+  Every process on a key sees the same pacing queue, so they halve together and grow alike: a fair share each.
 - **Pacing** of requests and tokens per window (``rpm``/``tpm`` per ``window_s``, the lower of the configured
   value and the provider's ``x-ratelimit-limit-*`` header), at ``target`` of the limit, by GCRA (a token bucket
   in virtual time, so waiting requests are served in order). Every request is charged before it is sent: its
@@ -43,6 +45,7 @@ import socket
 import sqlite3
 import threading
 import time
+import warnings
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
@@ -320,7 +323,7 @@ class LocalStore:
         self.limits: dict[str, float | None] = {d: None for d in DIMS}
 
     def reserve(self, costs: Mapping[str, float], rates_of: Callable[[Mapping[str, float | None]], dict[str, float]],
-                burst_s: float, now: float) -> tuple[float, dict[str, float]]:
+                burst_s: float, now: float) -> tuple[float, float]:
         with self._lock:
             return _gcra(self.tat, self.blocked_until, costs, rates_of(self.limits), burst_s, now)
 
@@ -341,16 +344,17 @@ class LocalStore:
 
 
 def _gcra(tat: dict[str, float], blocked_until: float, costs: Mapping[str, float], rates: Mapping[str, float],
-          burst_s: float, now: float) -> tuple[float, dict[str, float]]:
-    """The send time of a request costing ``costs`` (>= now), and the new virtual times (updated in ``tat``)."""
-    start = max(now, blocked_until)
+          burst_s: float, now: float) -> tuple[float, float]:
+    """(send time >= now, the part of the wait that is the pacing queue), updating the virtual times in ``tat``."""
+    queued = now
     for d, rate in rates.items():
         if rate > 0 and costs.get(d):
-            start = max(start, tat[d] - burst_s)
+            queued = max(queued, tat[d] - burst_s)
+    start = max(queued, blocked_until)
     for d, rate in rates.items():
         if rate > 0 and costs.get(d):
             tat[d] = max(tat[d], start) + costs[d] / rate
-    return start, dict(rates)
+    return start, queued - now
 
 
 class SharedStore:
@@ -380,8 +384,8 @@ class SharedStore:
             return out
 
     def reserve(self, costs: Mapping[str, float], rates_of: Callable[[Mapping[str, float | None]], dict[str, float]],
-                burst_s: float, now: float) -> tuple[float, dict[str, float]]:
-        def step(db: sqlite3.Connection) -> tuple[float, dict[str, float]]:
+                burst_s: float, now: float) -> tuple[float, float]:
+        def step(db: sqlite3.Connection) -> tuple[float, float]:
             row = db.execute("SELECT tat_requests, tat_tokens, blocked_until, limit_requests, limit_tokens FROM account "
                              "WHERE key=?", (self.key,)).fetchone()
             tat = {"requests": row[0], "tokens": row[1]}
@@ -430,13 +434,16 @@ class Snapshot:
 class Lease:
     """One request's slot and charge; :meth:`done` or :meth:`failed` releases it (exactly once)."""
 
-    __slots__ = ("ctl", "costs", "base", "n", "max_tokens", "sent_at", "waited_s", "contended", "paced", "open")
+    __slots__ = ("ctl", "costs", "base", "n", "max_tokens", "reserved_at", "sent_at", "waited_s", "queue_s", "contended",
+                 "paced", "open")
 
     def __init__(self, ctl: "RateController", costs: dict[str, float], base: float, n: int,
                  max_tokens: int | None) -> None:
         self.ctl, self.costs, self.base, self.n, self.max_tokens = ctl, costs, base, n, max_tokens
+        self.reserved_at = 0.0
         self.sent_at = 0.0
         self.waited_s = 0.0
+        self.queue_s = 0.0      # of which in the account's pacing queue (GCRA)
         self.contended = False
         self.paced = False
         self.open = True
@@ -561,18 +568,35 @@ class RateController:
                 loop.call_soon_threadsafe(_resolve, fut)
                 free -= 1
 
+    @property
+    def queue_target_s(self) -> float:
+        """The pacing queue AIMD aims at: long enough to keep the account busy, short enough to follow a change."""
+        return 0.05 * self.settings.window_s
+
     async def _pace(self, lease: Lease) -> None:
-        start, _ = self.store.reserve(lease.costs, self.rates, self.burst_s, self.clock())
+        lease.reserved_at = self.clock()
+        start, lease.queue_s = self.store.reserve(lease.costs, self.rates, self.burst_s, lease.reserved_at)
         while True:
             now = self.clock()
             wait = start - now
-            if wait <= 1e-3:
-                wait = self._header_wait(lease.costs, now)
-                if wait <= 0:
-                    self._commit_send(lease, now)
-                    return
+            if wait > 1e-3:
+                await self._sleep(wait)
+                continue
+            hold = self._header_wait(lease.costs, now)
+            if hold <= 0:
+                self._commit_send(lease, now)
+                return
+            # the provider says the window is spent (or a 429 said wait): give the slot in the pacing schedule
+            # back and queue again after the hold, so held requests do not all go at once when it ends
             lease.paced = True
-            await self._sleep(wait)
+            self._refund(lease.costs)
+            await self._sleep(hold)
+            start, _ = self.store.reserve(lease.costs, self.rates, self.burst_s, self.clock())
+
+    def _refund(self, costs: Mapping[str, float]) -> None:
+        for d, rate in self.rates(self.header_limits).items():
+            if rate > 0 and costs.get(d):
+                self.store.adjust(d, -costs[d] / rate)
 
     def _header_wait(self, costs: Mapping[str, float], now: float) -> float:
         """Seconds until the provider's window resets when this request would overspend what it said was left."""
@@ -622,8 +646,16 @@ class RateController:
                         self.snapshots["tokens"].spent = max(0.0, self.snapshots["tokens"].spent + delta)
         with self._lock:
             self.counts["ok"] += 1
-            # requests queue for a slot while the pacer had room: the concurrency limit, not the account, binds
-            if not lease.paced and (lease.contended or self._waiters_ahead()):
+            if lease.queue_s > 2 * self.queue_target_s and lease.reserved_at >= self._last_cut:
+                # more in flight than the account paces: halve (every process on the key sees the same queue,
+                # so they halve together and additive increase evens them out: a fair share each). Only a
+                # request that queued after the last cut, once the cut has drained the queue, cuts again.
+                self.ssthresh = max(float(self.settings.min), self.limit / 2.0)
+                self.limit = self.ssthresh
+                self._last_cut = now
+            elif (lease.queue_s <= self.queue_target_s and not lease.paced
+                  and (lease.contended or self._waiters_ahead())):
+                # requests queue for a slot while the pacer had room: the concurrency limit binds, not the account
                 self.limit = min(float(self.settings.max),
                                  self.limit + (1.0 if self.limit < self.ssthresh else 1.0 / self.limit))
         self._release_slot()
@@ -647,6 +679,15 @@ class RateController:
                 self.store.block(now + hold)
         self._release_slot()
         return hold
+
+    def reconfigure(self, settings: RateLimitSettings, store: LocalStore | SharedStore | None = None) -> None:
+        """New settings for the same account (requests in flight keep their slots)."""
+        with self._lock:
+            self.settings = settings
+            self.limit = min(float(settings.max), max(float(settings.min), self.limit))
+            self.ssthresh = min(self.ssthresh, float(settings.max))
+            if store is not None:
+                self.store = store
 
     # -- reporting
     def stats(self) -> dict[str, Any]:
@@ -698,18 +739,26 @@ def account_key(model: str, base_url: str | None, api_key: str | None) -> str:
 def controller_for(settings: RateLimitSettings, *, model: str, base_url: str | None,
                    api_key: str | None) -> RateController | None:
     """The process's controller for this account (None in mode fixed). Backbones built later for the same account
-    (another role, the next run of a sweep) get the same one; a changed ``rate_limit`` block replaces it."""
+    (another role, the next run of a sweep) get the same one, so they share its concurrency and pacing; a different
+    ``rate_limit`` block for the account re-configures it (the last one built wins, with a warning)."""
     if not settings.adaptive:
         return None
     key = account_key(model, base_url, api_key)
     with _REGISTRY_LOCK:
         ctl = _REGISTRY.get(key)
-        if ctl is not None and ctl.settings == settings:
-            return ctl
-        store: LocalStore | SharedStore = LocalStore()
-        if settings.shared:
-            path = Path(os.path.expanduser(settings.share_path)) if settings.share_path else default_share_path()
-            store = SharedStore(path, key)
-        ctl = RateController(settings, model=model, key=key, store=store)
-        _REGISTRY[key] = ctl
+        if ctl is None:
+            ctl = RateController(settings, model=model, key=key, store=_store(settings, key))
+            _REGISTRY[key] = ctl
+        elif ctl.settings != settings:
+            warnings.warn(f"two rate_limit blocks for one account of model {model}: the controller now follows the "
+                          f"last ({settings})", stacklevel=2)
+            ctl.reconfigure(settings, _store(settings, key) if (ctl.settings.shared, ctl.settings.share_path) !=
+                            (settings.shared, settings.share_path) else None)
         return ctl
+
+
+def _store(settings: RateLimitSettings, key: str) -> LocalStore | SharedStore:
+    if not settings.shared:
+        return LocalStore()
+    path = Path(os.path.expanduser(settings.share_path)) if settings.share_path else default_share_path()
+    return SharedStore(path, key)

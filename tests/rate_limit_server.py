@@ -15,7 +15,7 @@ which is not what a client's chars/4 estimate says: the reply's ``usage`` is the
 
 ``GET /v1/stats`` returns the counters, ``POST /v1/control`` with ``{"rpm": .., "tpm": ..}`` changes the limits
 (from the next window on, like a provider's tier change) and ``{"reset": true}`` restarts the windows and
-counters. Stdlib only, on tests/fault_server.py's HTTP plumbing; bounded by ``max_seconds``/``max_requests``.
+counters (with the limits given, at once). Stdlib only, on tests/fault_server.py's HTTP plumbing; bounded by ``max_seconds``/``max_requests``.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def go_duration(seconds: float) -> str:
 
 class RateLimitedServer(FaultServer):
     """Counters: ``received``, ``answered``, ``rejected`` (429s), ``windows`` (window index -> Counter of admitted
-    ``requests``/``tokens`` and ``rejected``), ``by_client`` (the ``x-client`` header -> admitted tokens)."""
+    ``requests``/``tokens`` and ``rejected``), ``by_client`` (the request's ``user`` field -> admitted tokens; per window too, as ``tokens@<user>``)."""
 
     def __init__(self, *, rpm: int, tpm: int, window_s: float = 60.0, base_latency_s: float = 0.2,
                  latency_per_request_s: float = 0.005, completion_tokens: int = 40, **kw: Any) -> None:
@@ -111,10 +111,12 @@ class RateLimitedServer(FaultServer):
             return True
         if route.endswith("/control") and method == "POST":
             ctl = json.loads(raw or b"{}")
-            if ctl.get("reset"):
+            limits = (int(ctl.get("rpm", self.rpm)), int(ctl.get("tpm", self.tpm)))
+            if ctl.get("reset"):  # a fresh start: the limits given apply at once
                 self.reset()
-            if "rpm" in ctl or "tpm" in ctl:
-                self._pending = (int(ctl.get("rpm", self.rpm)), int(ctl.get("tpm", self.tpm)))
+                self.rpm, self.tpm = limits
+            elif "rpm" in ctl or "tpm" in ctl:
+                self._pending = limits
             await self._send(writer, 200, b"{}")
             return True
         if not route.endswith("/chat/completions") or method != "POST":
@@ -139,6 +141,7 @@ class RateLimitedServer(FaultServer):
         win["tokens"] += cost
         client = str(body.get("user") or "")
         self.by_client[client] += cost
+        win[f"tokens@{client}"] += cost
         self.in_flight += 1
         try:
             await asyncio.sleep(self.base_latency_s + self.latency_per_request_s * self.in_flight)
