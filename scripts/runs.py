@@ -233,7 +233,7 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     path = Path(str((m.get("params") or {}).get("artifact") or "").replace("{benchmark}", it.spec.benchmark_cfg["name"]))
     if not str(path):
         return
-    stale = _stale_artifact(it, path) if path.exists() else None
+    stale, in_place = _stale_artifact(it, path) if path.exists() else ("", False)
     if path.exists() and not stale:
         return
     from baselines.autoflow.search import run_search, search_dir
@@ -244,7 +244,9 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     target = search_dir(spec, m["search"]) / "artifact.json"
     if target.resolve() != path.resolve():
         raise ValueError(f"{it.label}: the search would write {target}, the method reads {path}")
-    if stale:
+    if stale and in_place:
+        log(f"  rewriting {it.label}'s artifact ({stale}): its search resumes in place, the cost from its own ledgers")
+    elif stale:
         aside = path.parent.with_name(f"{path.parent.name}.stale-{time.strftime('%Y%m%d-%H%M%S')}")
         path.parent.rename(aside)
         log(f"  searching again: {it.label}'s artifact was searched at another setting ({stale}); the old search "
@@ -254,11 +256,13 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     asyncio.run(run_search(spec, servers=pool))
 
 
-def _stale_artifact(it: Planned, path: Path) -> str:
+def _stale_artifact(it: Planned, path: Path) -> tuple[str, bool]:
     """An existing artifact is reused only when its recorded ``search_config`` is this run's ``method.search``
     (a tiny search must not feed a paper-size row). Otherwise ``method.search.stale_artifact``: ``refuse``
     (default: one line naming the differing keys) or ``search`` (returns the differences: the caller moves the
-    old search folder aside, kept, and searches again at this run's setting). "" when it matches."""
+    old search folder aside, kept, and searches again at this run's setting). An artifact of another format
+    version searched at this setting is rewritten by its own search, resumed in place (no call is repeated).
+    Returns (differences, in place); ("", False) when it matches."""
 
     from baselines.autoflow.artifact import ARTIFACT_VERSION, search_config_diff
 
@@ -268,11 +272,11 @@ def _stale_artifact(it: Planned, path: Path) -> str:
     except (OSError, ValueError) as exc:
         raise ValueError(f"{it.label}: the artifact {path} is unreadable ({exc}): delete it to search again") from None
     diffs = search_config_diff(doc.get("search_config") if isinstance(doc, dict) else None, search)
-    if not isinstance(doc, dict) or doc.get("version") != ARTIFACT_VERSION:
-        diffs.append(f"version: {doc.get('version') if isinstance(doc, dict) else None} (artifact) != "
-                     f"{ARTIFACT_VERSION} (this code)")
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not diffs and version != ARTIFACT_VERSION:
+        return f"version {version} (artifact) != {ARTIFACT_VERSION} (this code)", True
     if not diffs:
-        return ""
+        return "", False
     policy = str(search.get("stale_artifact", "refuse"))
     if policy not in ("refuse", "search"):
         raise ValueError(f"{it.label}: method.search.stale_artifact={policy!r}: choose refuse or search")
@@ -280,7 +284,7 @@ def _stale_artifact(it: Planned, path: Path) -> str:
         raise ValueError(f"{it.label}: the artifact {path} was searched at another setting ({'; '.join(diffs)}): "
                          "run at the setting it was searched at, or set method.search.stale_artifact=search to "
                          "search again")
-    return "; ".join(diffs)
+    return "; ".join(diffs), False
 
 
 def require_backbone_key(backbone: str) -> None:

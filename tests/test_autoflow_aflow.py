@@ -252,3 +252,18 @@ def test_search_cost_is_the_fresh_calls_when_a_resumed_search_replays_the_cache(
     assert redo["search_cost"]["total"] == doc["search_cost"]["total"]   # ...so the cost did not grow
     assert redo["search_cost"]["by_role"] == doc["search_cost"]["by_role"]
     assert redo["search_cost"]["replayed"]["calls"] == 1   # the optimiser's call, replayed and shown apart
+
+
+def test_a_search_answered_from_another_runs_cache_still_counts_those_calls(tiny):
+    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    import shutil
+
+    shutil.rmtree(search_dir(spec, spec.method_cfg["search"]))  # as restart=true does; the cache stays
+    again = ScriptedBackbone(AFlowScript())
+    redo = asyncio.run(run_search(spec, backbone=again))
+    assert again.requests == []   # all answered by the cache the first search filled...
+    total = redo["search_cost"]["total"]
+    assert total["calls"] == doc["search_cost"]["total"]["calls"] == 9   # ...and still what this search used
+    assert total["answered_by_cache_of_other_runs"] == 9 and total["billed_usd"] == 0.0
+    assert redo["search_cost"]["replayed"]["calls"] == 0

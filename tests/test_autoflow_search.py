@@ -203,3 +203,16 @@ def test_a_searched_rows_footnote_comes_from_its_artifacts_record(tmp_path):
     assert note == ("searched on gsm8k's validate split at a reduced setting (its artifact's search_config): "
                     "rounds=2 (configured 20)")
     assert setting_note(doc, {"params": {"rounds": 2, "validate_runs": 5}}) is None
+
+
+def test_table1_hook_rewrites_an_old_version_artifact_in_place(tmp_path, monkeypatch):
+    from scripts import runs
+
+    it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {})
+    doc = json.loads(path.read_text())
+    doc["version"] = 1
+    path.write_text(json.dumps(doc))
+    logs = []
+    runs._ensure_artifact(it, None, logs.append)
+    assert searched == [20] and path.exists() and "resumes in place" in logs[-1]   # not moved aside
+    assert not [p for p in path.parent.parent.iterdir() if ".stale-" in p.name]

@@ -257,22 +257,35 @@ class SearchContext:
 
     # ---- cost ----------------------------------------------------------------------------------
     def cost(self) -> dict[str, Any]:
-        """Search cost per role from every ledger under the search folder (optimiser + validate runs): the
-        fresh calls only. A resumed search replays its earlier calls from the response cache and its ledgers
-        record them again (``cache_hit``); those were paid once, by the fresh call they replay, so they are
-        shown apart (``replayed``), never added to the cost."""
+        """Search cost per role from every ledger under the search folder (optimiser + validate runs): each call
+        once. A resumed search replays its earlier calls from the response cache and its ledgers record them
+        again (``cache_hit``): a replay of a call this search paid for (the same run, role, stage, problem,
+        sample, seed and token counts as a fresh call in these ledgers) is shown apart (``replayed``), never
+        added. A cache hit with no such call here was paid by another run (another search, or this one before
+        ``restart=true``): it is part of what this search used, so it counts (``answered_by_cache_of_other_runs``)."""
         rows: list[dict[str, Any]] = []
         for path in sorted(self.out_dir.rglob("calls.jsonl")):
             rows.extend(r for r in read_jsonl_tolerant(path) if "stage" in r)
-        s = CallSummary.of([r for r in rows if not r.get("cache_hit")])
-        again = CallSummary.of([r for r in rows if r.get("cache_hit")])
+        fresh = [r for r in rows if not r.get("cache_hit")]
+        paid = {_call_key(r) for r in fresh if not r.get("error")}
+        replayed = [r for r in rows if r.get("cache_hit") and _call_key(r) in paid]
+        borrowed = [r for r in rows if r.get("cache_hit") and _call_key(r) not in paid]
+        s = CallSummary.of(fresh + borrowed)
+        again = CallSummary.of(replayed)
         return {"by_role": s.by_role, "total": {"calls": s.calls, "backbone_calls": s.backbone_calls,
                                                 "prompt_tokens": s.prompt_tokens,
                                                 "completion_tokens": s.completion_tokens,
                                                 "cost_usd": s.cost_usd, "billed_usd": s.billed_usd,
-                                                "errors": s.errors},
+                                                "errors": s.errors,
+                                                "answered_by_cache_of_other_runs": len(borrowed)},
                 "replayed": {"calls": again.calls, "prompt_tokens": again.prompt_tokens,
                              "completion_tokens": again.completion_tokens, "cost_usd": again.cost_usd}}
+
+
+def _call_key(r: dict[str, Any]) -> tuple[Any, ...]:
+    """What identifies one call across its fresh ledger line and the lines of its replays."""
+    return tuple(r.get(k) for k in ("run_id", "role", "stage", "problem_id", "sample_index", "seed", "temperature",
+                                    "model", "prompt_tokens", "completion_tokens"))
 
 
 def _problem_order(pred: dict[str, Any]) -> tuple[int, str]:
