@@ -57,6 +57,7 @@ POD_SITE = "/sandbox/site-packages"  # where the harness's site-packages appear 
 
 _LOCK = threading.Lock()
 _SOURCE_LOCK = threading.Lock()
+_PROBE_LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}
 _CONFIG = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap"}
 _RUN_IDS = iter(range(1, 1 << 62))
@@ -324,9 +325,18 @@ def _privilege_mode() -> str:
         mode = _PROBED.get("privilege")
     if mode is not None:
         return mode
+    with _PROBE_LOCK:  # one probe per process, however many runs start at once
+        return _probe_privilege_mode()
+
+
+def _probe_privilege_mode() -> str:
+    with _LOCK:
+        mode = _PROBED.get("privilege")
+    if mode is not None:
+        return mode
     refusal = None
     if isolation() == "bwrap":
-        refusal = _bwrap_preflight()
+        refusal = _bwrap_preflight() and _bwrap_preflight()  # a second try: a start that failed once may be transient
         mode = "unavailable" if refusal else "bwrap"
         if mode == "bwrap":
             res = _run_sync(PROBE, timeout_s=30.0, memory_mb=1024, cpu_s=None, privilege="bwrap")

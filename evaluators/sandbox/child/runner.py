@@ -313,6 +313,22 @@ def _runner(namespaces, pod_spec=None):
     os._exit(0)
 
 
+def _end_pod(pod, pod_pid, watches):
+    """End the pod and reap it. A bwrap pod's init ends by itself when its socket closes, and is
+    then reaped by bwrap, so its CPU time reaches the harness's accounting (a SIGKILLed bwrap would
+    leave it to the system's init); wait for that a little, then kill."""
+    import time
+    if watches:
+        pod.close()
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline:
+            if os.waitpid(pod_pid, os.WNOHANG)[0]:
+                return
+            time.sleep(0.002)
+    os.kill(pod_pid, signal.SIGKILL)
+    os.waitpid(pod_pid, 0)
+
+
 RUNS_PER_RUNNER = 1000  # a persistent runner retires after this many runs (bounds any slow growth)
 
 
@@ -335,8 +351,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
         except OSError:
             msg, fds = b"", []
         if not msg or len(fds) != 4:  # the fork server closes: end the pod and reap it (its CPU time counts)
-            os.kill(pod_pid, signal.SIGKILL)
-            os.waitpid(pod_pid, 0)
+            _end_pod(pod, pod_pid, pod_cwd is not None)
             os._exit(0)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
         for fd in fds:
