@@ -21,7 +21,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow \
+.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow sandbox-tools \
         reproduce-table1 bench clean-results
 
 help:
@@ -63,7 +63,14 @@ $(STAMP)/train: pyproject.toml | $(PY)
 	$(PIP) install --quiet -e '.[train]'
 	@mkdir -p $(STAMP) && touch $@
 
-install: $(STAMP)/core
+# bubblewrap: the OS boundary of the code sandbox (evaluators/sandbox/README.md). Installed when missing and we are root;
+# otherwise one line says how (without it untrusted code is refused unless sandbox.isolation=process is chosen).
+sandbox-tools:
+	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  else echo "sandbox: bwrap is missing; install bubblewrap (e.g. sudo apt-get install bubblewrap)"; fi; }
+
+install: $(STAMP)/core sandbox-tools
 install-server: install
 	nice -n 10 $(PY) -m harness.llama_build
 install-python-server: install $(STAMP)/python-server
