@@ -216,3 +216,22 @@ def test_table1_hook_rewrites_an_old_version_artifact_in_place(tmp_path, monkeyp
     runs._ensure_artifact(it, None, logs.append)
     assert searched == [20] and path.exists() and "resumes in place" in logs[-1]   # not moved aside
     assert not [p for p in path.parent.parent.iterdir() if ".stale-" in p.name]
+
+
+def test_shared_with_test_exclude_searches_without_the_shared_problems(tmp_path, monkeypatch):
+    write_tiny_splits(tmp_path / "data")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    val = tmp_path / "data" / "tiny" / "validate.jsonl"
+    rows = [json.loads(x) for x in val.read_text().splitlines()]
+    rows[1] = {"id": "v1", "q": "what is 11+11? ", "a": "22"}   # the test file's t1, under another id
+    val.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
+    with pytest.raises(SearchSplitError, match="shared_with_test=exclude"):
+        asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    spec.method_cfg["search"]["shared_with_test"] = "exclude"
+    bb = ScriptedBackbone(AFlowScript())
+    doc = asyncio.run(run_search(spec, backbone=bb))
+    check = doc["split_check"]
+    assert check["excluded"] == ["v1"] and check["same_as_test"] == ["t1"] and check["problems"] == 3
+    assert doc["validate_ids"] == ["v0", "v2", "v3"] and len(bb.requests) == 3
+    assert all("11+11" not in m[-1]["content"] for m, _, _ in bb.requests)

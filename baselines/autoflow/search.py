@@ -57,12 +57,13 @@ def task_key(bench: Any, problem: Any) -> str:
     return " ".join(str(bench.render(problem)).split()).casefold()
 
 
-def check_search_split(spec: RunSpec, split: str) -> dict[str, Any]:
+def check_search_split(spec: RunSpec, split: str, shared_with_test: str = "refuse") -> dict[str, Any]:
     """The search split must exist and must not share a problem with the benchmark's ``test`` split, by id or
     by content (:func:`task_key`): a partitioned benchmark reads every row for a split name it does not know
     (DyFlow's SocialMaze and LiveBench have no validate part, so ``split: validate`` would search on their test
     problems too), and two files may hold the same problem under different ids. Returns what was checked, for
-    the artifact."""
+    the artifact. ``shared_with_test``: ``refuse`` (:class:`SearchSplitError`) or ``exclude`` (the record's
+    ``excluded`` lists the search-split ids to leave out, :func:`exclude_shared` writes the split without them)."""
     from harness.benchmark import build_benchmark
 
     def problems(name: str) -> tuple[Any, list[Any]]:
@@ -85,6 +86,12 @@ def check_search_split(spec: RunSpec, split: str) -> dict[str, Any]:
     test_keys = {task_key(tbench, p): p.id for p in test}
     shared = [(p.id, p.id if p.id in test_ids else test_keys[task_key(bench, p)]) for p in mine
               if p.id in test_ids or task_key(bench, p) in test_keys]
+    if shared_with_test not in ("refuse", "exclude"):
+        raise SearchSplitError(f"method.search.shared_with_test={shared_with_test!r}: choose refuse or exclude")
+    if shared and shared_with_test == "exclude":
+        return {"split": split, "problems": len(mine) - len(shared), "test_problems": len(test),
+                "shared_with_test": len(shared), "excluded": [a for a, _ in shared], "same_as_test": [b for _, b in shared],
+                "compared": "ids and task text (whitespace and case normalised)"}
     if shared:
         same_id = sum(a == b for a, b in shared)
         pairs = ", ".join(f"{a}={b}" if a != b else a for a, b in shared[:5])
@@ -92,9 +99,40 @@ def check_search_split(spec: RunSpec, split: str) -> dict[str, Any]:
                                f"with the test split ({same_id} by id, {len(shared) - same_id} by content under "
                                f"another id; {split}=test: {pairs}{', ...' if len(shared) > 5 else ''}): searching "
                                "on them would leak; use a split disjoint from test (DyFlow's benchmarks: "
-                               "method.search.split=train; or point benchmark.splits.<split> at a file without them)")
+                               "method.search.split=train; or method.search.shared_with_test=exclude to search "
+                               "without them)")
     return {"split": split, "problems": len(mine), "test_problems": len(test), "shared_with_test": 0,
             "compared": "ids and task text (whitespace and case normalised)"}
+
+
+def exclude_shared(spec: RunSpec, split: str, check: dict[str, Any], out_dir: Path) -> RunSpec:
+    """``shared_with_test: exclude``: the search runs on a copy of the split file without the problems it shares
+    with test (``<search dir>/split/<split>.jsonl``, rows in file order); the returned spec reads it. Refused
+    when the benchmark's ids follow the row's position (they would move in the copy)."""
+    import dataclasses
+
+    from evaluators.data import data_dir, read_jsonl
+    from harness.benchmark import build_benchmark
+
+    if not check.get("excluded"):
+        return spec
+    bench_cfg = {**spec.benchmark_cfg, "split": split, "limit": None, "sample": None}
+    bench = build_benchmark(bench_cfg)
+    src = bench.split_file(data_dir())
+    rows = read_jsonl(src)
+    problems = {p.index: p for p in bench.load()[0]}
+    drop = set(check["excluded"])
+    keep = [r for i, r in enumerate(rows) if i not in problems or problems[i].id not in drop]
+    target = out_dir / "split" / f"{split}.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
+    cfg = {**spec.benchmark_cfg, "splits": {**spec.benchmark_cfg["splits"], split: str(target.resolve())}}
+    ids = [p.id for p in build_benchmark({**cfg, "split": split, "limit": None, "sample": None}).load()[0]]
+    if ids != [p.id for i, p in sorted(problems.items()) if p.id not in drop]:
+        raise SearchSplitError(f"{cfg['name']}: method.search.shared_with_test=exclude needs ids that do not follow "
+                               f"the row's position in {src}: give a split file without the shared problems instead")
+    check["file"] = str(target)
+    return dataclasses.replace(spec, benchmark_cfg=cfg, full_config={**spec.full_config, "benchmark": cfg})
 
 
 class SearchIncomplete(RuntimeError):
@@ -306,13 +344,15 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
     search_cfg = dict(spec.method_cfg.get("search") or {})
     if not search_cfg.get("optimiser"):
         raise ValueError(f"method {spec.method_cfg['name']} has no search.optimiser: it is not a searched method")
-    split_check = check_search_split(spec, str(search_cfg.get("split", "validate")))
+    split = str(search_cfg.get("split", "validate"))
+    split_check = check_search_split(spec, split, str(search_cfg.get("shared_with_test", "refuse")))
     out = search_dir(spec, search_cfg)
     sctx = SearchContext(spec, search_cfg, out, backbone=backbone, servers=servers)
     optimiser = resolve(search_cfg["optimiser"])(**dict(search_cfg.get("params") or {}))
     started = time.time()
     await sctx.open()
     try:
+        sctx.spec = exclude_shared(spec, split, split_check, out)  # after open(): restart=true empties the folder
         result: SearchResult = await optimiser.search(sctx)
     finally:
         await sctx.close()
