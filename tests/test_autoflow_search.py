@@ -100,13 +100,21 @@ def test_a_search_split_sharing_problems_with_test_under_other_ids_is_refused(tm
         check_search_split(spec, "validate")
 
 
-def test_drop_validate_and_test_files_share_five_problems_under_other_ids():
+def test_drop_validate_and_test_files_share_five_problems_under_other_ids(tmp_path):
     # the real files (data/aflow_splits): the same passage and question under another id, gold written the same
     # or as a superset of references (75.81|85.53 vs 75.81)
+    from baselines.autoflow.search import exclude_shared
+    from harness.benchmark import build_benchmark
+
     real = spec_from_config(compose(["benchmark=drop", "method=aflow"]))
     with pytest.raises(SearchSplitError, match=r"shares 5 of its 200 problems with the test split \(0 by id, 5 by "
                                                r"content.*563=5145"):
         check_search_split(real, "validate")
+    check = check_search_split(real, "validate", "exclude")
+    assert sorted(check["excluded"]) == ["131", "3024", "563", "5872", "8540"] and check["problems"] == 195
+    narrowed = exclude_shared(real, "validate", check, tmp_path)
+    ids = [p.id for p in build_benchmark({**narrowed.benchmark_cfg, "split": "validate"}).load()[0]]
+    assert len(ids) == 195 and not set(ids) & set(check["excluded"])
 
 
 def test_dyflow_benchmarks_validate_split_would_leak_their_train_split_does_not():
