@@ -107,8 +107,9 @@ def check_search_split(spec: RunSpec, split: str, shared_with_test: str = "refus
 
 def exclude_shared(spec: RunSpec, split: str, check: dict[str, Any], out_dir: Path) -> RunSpec:
     """``shared_with_test: exclude``: the search runs on a copy of the split file without the problems it shares
-    with test (``<search dir>/split/<split>.jsonl``, rows in file order); the returned spec reads it. Refused
-    when the benchmark's ids follow the row's position (they would move in the copy)."""
+    with test (``<search dir>/split/<split>.jsonl``, rows in file order, each problem keeping its id); the
+    returned spec reads it. Refused when the copy's ids differ from the original's (a benchmark whose ids follow
+    the row's position and ignore an ``id`` field)."""
     import dataclasses
 
     from evaluators.data import data_dir, read_jsonl
@@ -122,7 +123,9 @@ def exclude_shared(spec: RunSpec, split: str, check: dict[str, Any], out_dir: Pa
     rows = read_jsonl(src)
     problems = {p.index: p for p in bench.load()[0]}
     drop = set(check["excluded"])
-    keep = [r for i, r in enumerate(rows) if i not in problems or problems[i].id not in drop]
+    # a row whose id came from its position (DROP: one row has no ``id``) keeps it as its ``id`` field
+    keep = [r if i not in problems or r.get("id") else {**r, "id": problems[i].id}
+            for i, r in enumerate(rows) if i not in problems or problems[i].id not in drop]
     target = out_dir / "split" / f"{split}.jsonl"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in keep), encoding="utf-8")
