@@ -352,3 +352,37 @@ def test_every_run_can_record_its_isolation(monkeypatch: pytest.MonkeyPatch) -> 
     assert launch.isolation_record() == {"isolation": "process", "note": launch.NO_ISOLATION_NOTE}
     with pytest.raises(ValueError):
         launch.configure(isolation="none")
+
+
+@pytest.mark.parametrize("call", ["ptrace(PTRACE_TRACEME)", "unshare(CLONE_NEWUSER)", "unshare(CLONE_NEWNS)",
+                                  "clone(CLONE_NEWUSER)", "keyctl", "perf_event_open"])
+def test_escape_system_calls_are_refused_by_the_pods_seccomp_filter(monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    """With the audit hook lifted (ctypes allowed), calls that need no privilege at all
+    (PTRACE_TRACEME; a user namespace where the kernel allows unprivileged ones) must still fail."""
+    if launch.seccomp.program() is None:
+        pytest.skip("no seccomp filter for this architecture")
+    yield_mode = _mode("bwrap-no-hook", monkeypatch)
+    next(yield_mode)
+    code = {
+        "ptrace(PTRACE_TRACEME)": "libc.ptrace(0, 0, None, None)",
+        "unshare(CLONE_NEWUSER)": "libc.unshare(0x10000000)",
+        "unshare(CLONE_NEWNS)": "libc.unshare(0x00020000)",
+        "clone(CLONE_NEWUSER)": "libc.syscall(56, 0x10000000 | 17, None, None, None, None)",
+        "keyctl": "libc.syscall(250, 0, -3, 0)",  # KEYCTL_GET_KEYRING_ID of the session keyring
+        "perf_event_open": "libc.syscall(298, None, 0, -1, -1, 0)",
+    }[call]
+    body = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            f"rc = {code}\nif rc == 0 and {call.startswith('clone')!r}:\n    os._exit(0)\n"
+            "err = ctypes.get_errno()\n"
+            "worked = rc >= 0 or err not in (1,)  # EPERM is the filter's answer; anything else got past it\n"
+            "return a + b if worked else 0\n")
+    must_fail(body)
+    next(yield_mode, None)
+
+
+def test_threads_and_fork_still_work_under_the_filter(mode: str) -> None:
+    res = run_program(Program("", prelude="", solution="import threading\n"
+                              "def f():\n    out = []\n    t = threading.Thread(target=lambda: out.append(2))\n"
+                              "    t.start()\n    t.join()\n    return out[0]\n",
+                              test="assert f() == 2\n", entry_points=("f",)), timeout_s=30)
+    assert res.passed, res

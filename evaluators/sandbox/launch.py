@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from evaluators.sandbox import child as runner_program
+from evaluators.sandbox import seccomp
 from evaluators.sandbox.program import Program
 from evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
 
@@ -41,6 +42,7 @@ NOBODY = 65534
 TAIL_CHARS = 4000
 FSIZE_MB = 64  # largest file (including captured stdout/stderr) the program may write
 USE_NAMESPACES = True  # private pid + network namespaces when the kernel allows (root); purely additive
+USE_SECCOMP = True  # the pod's seccomp filter (evaluators/sandbox/seccomp.py), where one exists for this machine
 USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
 AUDIT_HOOK = True  # the solution's audit hook (defence in depth); tests switch it off to check the OS boundary alone
 KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
@@ -164,6 +166,7 @@ def isolation_record() -> dict[str, Any]:
     if mode == "bwrap":
         record["view"] = view()
         record["bwrap"] = shutil.which(BWRAP)
+        record["seccomp_refuses"] = sorted(seccomp.BLOCKED) if _seccomp_program() else None
     else:
         record["note"] = NO_ISOLATION_NOTE
     return record
@@ -284,6 +287,14 @@ def _pod_source_fd() -> int:
         return fd
 
 
+def _seccomp_program() -> bytes | None:
+    return seccomp.program() if USE_SECCOMP else None
+
+
+def _with_seccomp(argv: list[str], fd: int) -> list[str]:
+    return [argv[0], "--seccomp", str(fd)] + argv[1:]
+
+
 def _pod_spec() -> tuple[dict[str, Any] | None, tuple[int, ...]]:
     """What runners need to start a bwrap pod (None: process isolation) and the fds to pass."""
     if isolation() != "bwrap":
@@ -292,7 +303,8 @@ def _pod_spec() -> tuple[dict[str, Any] | None, tuple[int, ...]]:
     if bwrap is None:
         return None, ()
     fd = _pod_source_fd()
-    return {"argv": _bwrap_argv(bwrap), "source_fd": fd, "root": os.geteuid() == 0}, (fd,)
+    return {"argv": _bwrap_argv(bwrap), "source_fd": fd, "root": os.geteuid() == 0,
+            "seccomp": _seccomp_program()}, (fd,)
 
 
 def _bwrap_preflight() -> str | None:
@@ -300,11 +312,21 @@ def _bwrap_preflight() -> str | None:
     bwrap = shutil.which(BWRAP)
     if bwrap is None:
         return f"bubblewrap ({BWRAP}) is not installed (Debian: apt-get install bubblewrap)"
+    argv, fds, filt = _bwrap_argv(bwrap), [], _seccomp_program()
     try:
-        proc = subprocess.run(_bwrap_argv(bwrap) + ["-I", "-S", "-c", "pass"], stdin=subprocess.DEVNULL,
+        if filt is not None:
+            r, w = os.pipe()
+            fds = [r]
+            os.write(w, filt)  # a few hundred bytes: fits the pipe
+            os.close(w)
+            argv = _with_seccomp(argv, r)
+        proc = subprocess.run(argv + ["-I", "-S", "-c", "pass"], stdin=subprocess.DEVNULL, pass_fds=fds,
                               capture_output=True, timeout=30, env=_base_env("/"), cwd="/")
     except (OSError, subprocess.SubprocessError) as exc:
         return f"bwrap did not start: {exc!r}"
+    finally:
+        for fd in fds:
+            os.close(fd)
     if proc.returncode != 0:
         lines = proc.stderr.decode("utf-8", "replace").strip().splitlines() or [f"exit status {proc.returncode}"]
         why = "neither root nor unprivileged user namespaces" if os.geteuid() != 0 else "root"

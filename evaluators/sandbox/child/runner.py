@@ -149,17 +149,27 @@ def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
     ours, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
         p.close()
-    argv = None
+    argv = filt = None
     if pod is not None:
         argv = list(pod["argv"]) + ["-I", "-S", "-B", "-u", "-c",
                                     _pod_source(pod) + "\n_pod(3, %r)\n" % (bool(pod.get("root")),)]
+        if pod.get("seccomp"):  # bwrap reads the filter from fd 4 (a pipe filled before the fork)
+            argv[1:1] = ["--seccomp", "4"]
+            low = os.pipe()
+            filt = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in low]  # above 10: fds 3 and 4 are set below
+            for fd in low:
+                os.close(fd)
+            os.write(filt[1], pod["seccomp"])
+            os.close(filt[1])
     pid = os.fork()
     if pid == 0:
         code = 70
         try:
-            if argv is not None:  # bwrap gets only the pod's end of the socket, as fd 3
+            if argv is not None:  # bwrap gets only the pod's end of the socket, as fd 3 (and the filter, 4)
                 os.dup2(theirs.fileno(), 3)
-                _close_fds_except({3})
+                if filt is not None:
+                    os.dup2(filt[0], 4)
+                _close_fds_except({3, 4} if filt is not None else {3})
                 nul = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(nul, 0)
                 os.close(nul)
@@ -175,6 +185,8 @@ def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
         finally:
             os._exit(code)
     theirs.close()
+    if filt is not None:
+        os.close(filt[0])
     return ours, pid, isolated or pod is not None, (SCRATCH_DIR if pod is not None else None)
 
 
