@@ -7,7 +7,11 @@ site-packages, solution, benchmark code, nonce last) and a result pipe read by
 ``python -I -S`` per harness process, :mod:`evaluators.sandbox.child.forkserver`) or, where it
 cannot run, a fresh ``python -I -S`` each. The wall-clock timeout SIGKILLs the run's runner and pod; RLIMIT_AS,
 RLIMIT_CPU (``cpu_s``, default ``timeout_s + 2``), RLIMIT_FSIZE and RLIMIT_CORE=0 are set in the
-runner and again in the solution's process. As root the privilege mode is probed once per process.
+runner and again in the solution's process. The isolation (:func:`configure`: ``bwrap``, the
+default, or ``process``) and the privilege mode are probed once per process; under ``bwrap`` the
+runners start each pod as ``bwrap <view> python -I -S -c <runner program>`` (:func:`view`, the fixed
+list a run records through :func:`isolation_record`; the program text travels in a memfd so the
+fork server's command line stays short).
 """
 from __future__ import annotations
 
