@@ -251,11 +251,14 @@ def halved(url: str, args: argparse.Namespace) -> dict[str, Any]:
         rows.append(f"w{w}{'*' if w == changed else ''}: {c.get('tokens', 0) / limits.get(w, args.tpm):.2f} of "
                     f"{limits.get(w, args.tpm)}, {c.get('rejected', 0)} x 429")
     after = [(w, c) for w, c in ((int(w), c) for w, c in stats["windows"].items()) if changed is not None and w >= changed]
-    settled = next((w for w, c in after[:-1] if 0.9 <= c.get("tokens", 0) / limits[w] <= 1.0
-                    and c.get("rejected", 0) <= 0.01 * max(1, c.get("requests", 0))), None)
+    def ok(w: int, c: dict[str, Any]) -> bool:
+        return 0.9 <= c.get("tokens", 0) / limits[w] <= 1.0 and c.get("rejected", 0) <= 0.01 * max(1, c.get("requests", 0))
+    full = after[:-1]  # the last window is the tail
+    # settled: the first window from which every full window is at 0.9-1.0 of the new limit with <= 1% 429
+    settled = next((w for i, (w, _) in enumerate(full) if all(ok(v, c) for v, c in full[i:])), None)
     rej_after = sum(c.get("rejected", 0) for _, c in after)
-    print(f"halved         limit {args.tpm} -> {args.tpm // 2} from window {changed}; settled (>= 0.9 of the new limit, "
-          f"<= 1% 429) in window {settled} = {None if settled is None or changed is None else settled - changed} "
+    print(f"halved         limit {args.tpm} -> {args.tpm // 2} from window {changed}; settled (every later window 0.9-1.0 "
+          f"of the new limit, <= 1% 429) from window {settled} = {None if settled is None or changed is None else settled - changed} "
           f"window(s) after the change; 429s after the change: {rej_after}; errors {res['error']}; "
           f"wall {res['wall_s']:.1f} s", flush=True)
     print("               " + "; ".join(rows), flush=True)

@@ -4,6 +4,7 @@ double received (nothing hidden, nothing lost)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from harness.results import read_jsonl_tolerant
 from harness.runner import Runner
@@ -61,3 +62,33 @@ def test_fixed_concurrency_meets_the_same_limit_with_a_429_storm(tmp_path, monke
     # a request that exhausted its retries is an error, never an answer
     assert metrics["n"] + metrics["n_errors"] == 24
     assert all((c["error"] is None) == (c["error_kind"] is None) for c in calls)
+
+
+def test_a_429_holds_the_account_then_the_request_is_retried_once(tmp_path):
+    """Two requests at once before the limits are known: one 429 (Retry-After to the window's end), held, then
+    answered; a third request, after the headers said the window is spent, waits for the reset and gets no 429."""
+    from harness.backbone import OpenAICompatibleBackbone, RetryPolicy
+    from harness.ledger import Price
+    from harness.rate_limit import parse_rate_limit
+
+    msg = [{"role": "user", "content": "What is 1+1?"}]  # 10 prompt tokens + max_tokens 60: 70 per request
+    with RateLimitedServer(rpm=100, tpm=100, window_s=1.0, base_latency_s=0.01, latency_per_request_s=0.0,
+                           max_seconds=60) as srv:
+        bb = OpenAICompatibleBackbone(
+            name="t", model="m", base_url=srv.url, api_key="k", price=Price(0, 0),
+            retry=RetryPolicy(max_attempts=3, base_delay_s=5.0, max_delay_s=5.0, timeout_s=5.0),
+            rate_limit=parse_rate_limit({"window_s": 1.0, "share_path": str(tmp_path / "rl.db")}, kind="openai"))
+
+        async def main():
+            t0 = time.perf_counter()
+            both = await asyncio.gather(bb.complete(msg, {"max_tokens": 60}, 1), bb.complete(msg, {"max_tokens": 60}, 1))
+            third = await bb.complete(msg, {"max_tokens": 60}, 1)
+            await bb.aclose()
+            return both, third, time.perf_counter() - t0
+        both, third, wall = asyncio.run(main())
+        stats = srv.stats()
+    retried = [r for r in both if r.retries]
+    assert len(retried) == 1 and "hold" in retried[0].retry_log[0] and retried[0].limiter_wait_s > 0
+    assert third.retries == 0 and stats["rejected"] == 1 and stats["received"] == 4
+    assert wall < 4.5  # the hold is the window's end (<= 1 s each), not the 5 s backoff
+    assert bb.rate_controller.stats()["http_429"] == 1

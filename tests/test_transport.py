@@ -73,3 +73,23 @@ def test_the_key_and_organisation_are_sent():
 def test_an_unknown_http_library_is_refused_by_name():
     with pytest.raises(ValueError, match="http_library='requests'"):
         lean("http://127.0.0.1:1/v1", library="requests")
+
+
+def test_rate_limit_headers_reach_the_backbone_on_replies_and_on_429s():
+    """The controller reads x-ratelimit-* from 2xx replies and Retry-After from 429 errors' responses."""
+    from tests.rate_limit_server import RateLimitedServer
+
+    async def main(url):
+        c = lean(url)
+        try:
+            ok = await c.post("/chat/completions", body={**BODY, "max_tokens": 10})
+            with pytest.raises(openai.RateLimitError) as rate:
+                await c.post("/chat/completions", body={**BODY, "max_tokens": 10})
+            return ok.headers, rate.value.response.headers
+        finally:
+            await c.close()
+
+    with RateLimitedServer(rpm=1, tpm=1000, window_s=30.0, base_latency_s=0.0, max_seconds=30) as srv:
+        ok, limited = asyncio.run(main(srv.url))
+    assert ok["x-ratelimit-limit-requests"] == "1" and ok["x-ratelimit-remaining-requests"] == "0"
+    assert limited["retry-after"] and float(limited["retry-after-ms"]) > 0 and limited["x-ratelimit-reset-requests"]
