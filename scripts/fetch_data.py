@@ -36,6 +36,11 @@ MANIFEST: dict[str, tuple[str, str, str, str, str]] = {
     "math/math_test_full.jsonl": ("e8f8bdaa204df54d5bf0977dd44dd4f74daec4c96b152560fb193657e1c176d6",
                                   "wulei20/AML_HW4_Infer", "1460fcce590211503876311be7fdb1103117afd4",
                                   "data/math/test/", "assembled"),
+    # third batch: MATH's training split (7,496 of the 7,500 train problems: the 4 that are also test problems
+    # removed), the only MATH data a planner/critic may be trained on; never scored
+    "math/math_train.jsonl": ("fe0b2f6be7a39f18747701dabcf11b9df1af9ab53fbb07dd6fdde783d0baada1",
+                              "wulei20/AML_HW4_Infer", "1460fcce590211503876311be7fdb1103117afd4",
+                              "data/math/train/", "assembled"),
     "mbpp/mbpp.jsonl": ("ccf64ceae9c5403bf50a044cb6d505bfd2a2963ee58338ba268fd65beab92a9f",
                         "patdfb/TPC-EES", "30c8c572bfcd0fc5fa537210710d7fde134e4868", "mbpp/mbpp.jsonl", "copy"),
     "mbpp/sanitized-mbpp.jsonl": ("502db01bcc1e911d691d5212bd3d9c60ee52bbc2bd29457a520ace424bb2709d",
@@ -89,6 +94,11 @@ MANIFEST.update({
 BLOB_DOWNLOADS: dict[str, tuple[str, str, str, str]] = {
     "finqa/test.json": ("59958c7c3bb3b21f4dff6bc912a0fe0ae710aee0", "czyssrs/FinQA",
                         "0f16e2867befa6840783e58be38c9efb9229d742", "dataset/test.json"),
+    # FinQA's training splits (blob ids from `git ls-tree` of the same commit): DynaGraph's planner/critic data
+    "finqa/train.json": ("a6c2c5a60f9abe3fba5a793cc4d9e1dee2e09209", "czyssrs/FinQA",
+                         "0f16e2867befa6840783e58be38c9efb9229d742", "dataset/train.json"),
+    "finqa/dev.json": ("970f239f591c782b17df420c0d343b780737f3da", "czyssrs/FinQA",
+                       "0f16e2867befa6840783e58be38c9efb9229d742", "dataset/dev.json"),
     "deepresearch_bench/reference.jsonl": ("2b0f090208527f0bf518516458de91b1d5a8fe75", "Ayanami0730/deep_research_bench",
                                            "214741e474a5347ea7f869ab79d27e7c8734ede7",
                                            "data/test_data/cleaned_data/reference.jsonl"),
@@ -153,8 +163,9 @@ def _download(url: str) -> bytes:
 def fetch_public(rel: str) -> bytes:
     sha, repo, commit, path, how = MANIFEST[rel]
     if how == "assembled":
-        raise RuntimeError(f"{rel} is assembled from 5,000 per-problem files; copy it from a machine that has "
-                           "../shared/datasets, or use split=math500 / split=test instead")
+        raise RuntimeError(f"{rel} is assembled from thousands of per-problem files ({path} of {repo}); copy it from "
+                           "a machine that has ../shared/datasets" + ("" if "train" in rel else
+                                                                      ", or use split=math500 / split=test instead"))
     raw = _download(RAW.format(repo=repo, commit=commit, path=path))
     if how == "reconstructed":
         raise RuntimeError(f"{rel} was re-typed from a stored copy of LiveBench's question.jsonl (see "

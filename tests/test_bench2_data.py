@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,3 +59,33 @@ def test_fetch_blob_offline_is_one_clear_line(tmp_path):
         fd.fetch_blob(tmp_path, "finqa/test.json", download=offline)
     msg = str(err.value)
     assert "\n" not in msg and "make data" in msg and "59958c7c3bb3b21f4dff6bc912a0fe0ae710aee0" in msg
+
+
+def test_training_splits_are_in_make_data():
+    """MATH train (third batch, sha256 of the README) is copied like the test files; FinQA train/dev download like
+    test.json, from the same pinned commit, checked by the blob ids `git ls-tree` gives for dataset/*.json there."""
+    sha, repo, commit, path, how = fd.MANIFEST["math/math_train.jsonl"]
+    assert sha == "fe0b2f6be7a39f18747701dabcf11b9df1af9ab53fbb07dd6fdde783d0baada1" and how == "assembled"
+    assert (repo, commit) == ("wulei20/AML_HW4_Infer", "1460fcce590211503876311be7fdb1103117afd4")
+    _, frepo, fcommit, _ = fd.BLOB_DOWNLOADS["finqa/test.json"]
+    assert fd.BLOB_DOWNLOADS["finqa/train.json"] == ("a6c2c5a60f9abe3fba5a793cc4d9e1dee2e09209", frepo, fcommit,
+                                                     "dataset/train.json")
+    assert fd.BLOB_DOWNLOADS["finqa/dev.json"] == ("970f239f591c782b17df420c0d343b780737f3da", frepo, fcommit,
+                                                   "dataset/dev.json")
+    if SHARED.is_dir():
+        assert hashlib.sha256((SHARED / "math/math_train.jsonl").read_bytes()).hexdigest() == sha
+
+
+def test_make_data_places_math_train_from_shared(tmp_path):
+    if not (SHARED / "math/math_train.jsonl").is_file():
+        pytest.skip("../shared/datasets (the copy's source) is not beside this checkout")
+    out = subprocess.run([sys.executable, "-c", "import sys; from scripts import fetch_data as fd; "
+                          "fd.BLOB_DOWNLOADS.clear(); "
+                          "fd.MANIFEST = {'math/math_train.jsonl': fd.MANIFEST['math/math_train.jsonl']}; "
+                          "import envs.data as e; e.fetch_alfworld = lambda *a: 'skip'; "
+                          "e.fetch_webshop = e.fetch_agent_prompts = lambda *a: []; "
+                          f"sys.exit(fd.main(['--dest', {str(tmp_path)!r}, '--shared', {str(SHARED)!r}]))"],
+                         capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
+    assert out.returncode == 0, out.stderr
+    got = hashlib.sha256((tmp_path / "math/math_train.jsonl").read_bytes()).hexdigest()
+    assert got == fd.MANIFEST["math/math_train.jsonl"][0]
