@@ -17,9 +17,10 @@ LLM methods usually answer with a number, so the extraction rules are (recorded 
 ``last-number`` (the last number of the output), ``none``. A number is compared like an executed
 result (``numeric_match: official``: rounded to 5 decimals, equal); ``numeric_match: tolerant``
 (a named deviation, recorded) also accepts x/100 or x·100 and a relative error ≤ ``rel_tol``. Both
-verdicts are recorded in every score. When the output has a program, FinQA's **program accuracy** is
-recorded beside it (``program_correct``: symbolic equivalence with the gold program over the gold's
-operands, sympy-simplified, as the release's ``equal_program``).
+verdicts are recorded in every score. FinQA's **program accuracy** is recorded beside it in every score
+whose problem has a gold program (``program_correct``: symbolic equivalence with the gold program over the
+gold's operands, sympy-simplified, as the release's ``equal_program``; an output without a program is not
+program-correct, as in the official evaluation, where every prediction is a program).
 
 Data: ``dataset/test.json`` (1,147 items, a JSON array) of czyssrs/FinQA; ``make data`` downloads it
 and checks its git blob id. It is not in ``../shared/datasets``; without it the loader fails with one
@@ -319,8 +320,9 @@ class FinQA(Benchmark):
             raise ValueError(f"benchmark.numeric_match={mode!r}: choose official (FinQA's evaluation) or tolerant")
         rel_tol = float(self.cfg.get("rel_tol", 0.01))
         value, rule, extra = extract_answer(text, problem.fields["table"])
-        if "program" in extra and problem.fields.get("program"):  # FinQA's program accuracy, recorded beside
-            extra["program_correct"] = program_equivalent(problem.fields["program"], extra["program"])
+        if problem.fields.get("program"):  # FinQA's program accuracy, recorded beside: no program is not correct
+            extra["program_correct"] = "program" in extra and program_equivalent(problem.fields["program"],
+                                                                                 extra["program"])
         verdicts = {"official": official_match(value, problem.gold),
                     "tolerant": tolerant_match(value, problem.gold, rel_tol)}
         return Score(float(verdicts[mode]), value, {"rule": rule, "numeric_match": mode, "rel_tol": rel_tol,

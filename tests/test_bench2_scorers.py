@@ -337,7 +337,7 @@ def test_finqa_score_records_program_accuracy(tmp_path, monkeypatch):
     b = build_benchmark(_cfg("finqa"))
     p1 = b.load()[0][0]
     assert _score(b, "Program: subtract(5829, 5735), divide(#0, 5735)", p1).details["program_correct"] is True
-    assert "program_correct" not in _score(b, "Answer: 0.01639", p1).details
+    assert _score(b, "Answer: 0.01639", p1).details["program_correct"] is False   # no program: not program-correct
 
 
 def test_livebench_task_filter_keeps_the_split():
