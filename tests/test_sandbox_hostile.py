@@ -386,3 +386,38 @@ def test_threads_and_fork_still_work_under_the_filter(mode: str) -> None:
                               "    t.start()\n    t.join()\n    return out[0]\n",
                               test="assert f() == 2\n", entry_points=("f",)), timeout_s=30)
     assert res.passed, res
+
+
+UNPRIVILEGED = '''
+import os, sys
+sys.path.insert(0, sys.argv[1])
+from evaluators.sandbox import humaneval_program, launch, run_program
+prompt, test = sys.argv[2], sys.argv[3]
+honest = run_program(humaneval_program(prompt, "    import os\\n    print(os.getuid(), open('/proc/self/status').read())\\n"
+                                       "    return a + b\\n", test, "add"), timeout_s=20)
+status = honest.stdout_tail
+caps = [l.split()[1] for l in status.splitlines() if l.startswith(("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"))]
+hostile = run_program(humaneval_program(prompt, "    try:\\n        found = open(%r).read() != ''\\n"
+                                        "    except OSError:\\n        found = False\\n    return a + b if found else 0\\n"
+                                        % sys.argv[4], test, "add"), timeout_s=20)
+print("RESULT", honest.passed, status.split()[0] if status else None, set(caps), hostile.passed, hostile.status,
+      launch._PROBED.get("refusal"))
+'''
+
+
+def test_an_unprivileged_harness_with_user_namespaces_gets_the_same_pod(planted: dict[str, str]) -> None:
+    """The platform line "unprivileged + user namespaces": the harness itself runs as uid 65534 (a
+    system interpreter it can read), so bwrap builds the pod in a user namespace of its own."""
+    import shutil
+    import subprocess
+    python = "/usr/bin/python3"
+    setpriv = shutil.which("setpriv")
+    if not (ROOT and setpriv and os.path.exists(python)):
+        pytest.skip("needs root (to become uid 65534), setpriv and a system /usr/bin/python3")
+    proc = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", python, "-I", "-c", UNPRIVILEGED,
+                           str(REPO), PROMPT, TEST, planted["repo"]], capture_output=True, text=True, timeout=120,
+                          cwd="/", env={"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"})
+    line = next((l for l in proc.stdout.splitlines() if l.startswith("RESULT")), None)
+    if line and "user namespace" in line or "setting up uid map" in (line or ""):
+        pytest.skip(f"this kernel allows no unprivileged user namespaces: {line}")
+    assert line == "RESULT True 65534 {'0000000000000000'} False failed None", (proc.stdout[-2000:], proc.stderr[-2000:])
