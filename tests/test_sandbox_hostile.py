@@ -43,6 +43,11 @@ def any_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
     yield from _mode(request.param, monkeypatch)
 
 
+@pytest.fixture
+def no_hook(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    yield from _mode("bwrap-no-hook", monkeypatch)
+
+
 @pytest.fixture(params=["bwrap", "process"])
 def hooked_mode(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield from _mode(request.param, monkeypatch)
@@ -104,7 +109,10 @@ def planted() -> Iterator[dict[str, str]]:
     for path in made:
         path.unlink(missing_ok=True)
     for folder in dirs:
-        folder.rmdir()
+        try:
+            folder.rmdir()
+        except OSError:  # something else (a run's response cache) moved in meanwhile: leave it
+            pass
 
 
 def _answers_file() -> Path | None:
@@ -356,13 +364,11 @@ def test_every_run_can_record_its_isolation(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.parametrize("call", ["ptrace(PTRACE_TRACEME)", "unshare(CLONE_NEWUSER)", "unshare(CLONE_NEWNS)",
                                   "clone(CLONE_NEWUSER)", "keyctl", "perf_event_open"])
-def test_escape_system_calls_are_refused_by_the_pods_seccomp_filter(monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+def test_escape_system_calls_are_refused_by_the_pods_seccomp_filter(no_hook: str, call: str) -> None:
     """With the audit hook lifted (ctypes allowed), calls that need no privilege at all
     (PTRACE_TRACEME; a user namespace where the kernel allows unprivileged ones) must still fail."""
     if launch.seccomp.program() is None:
         pytest.skip("no seccomp filter for this architecture")
-    yield_mode = _mode("bwrap-no-hook", monkeypatch)
-    next(yield_mode)
     code = {
         "ptrace(PTRACE_TRACEME)": "libc.ptrace(0, 0, None, None)",
         "unshare(CLONE_NEWUSER)": "libc.unshare(0x10000000)",
@@ -377,7 +383,6 @@ def test_escape_system_calls_are_refused_by_the_pods_seccomp_filter(monkeypatch:
             "worked = rc >= 0 or err not in (1,)  # EPERM is the filter's answer; anything else got past it\n"
             "return a + b if worked else 0\n")
     must_fail(body)
-    next(yield_mode, None)
 
 
 def test_threads_and_fork_still_work_under_the_filter(mode: str) -> None:
