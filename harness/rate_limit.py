@@ -761,4 +761,9 @@ def _store(settings: RateLimitSettings, key: str) -> LocalStore | SharedStore:
     if not settings.shared:
         return LocalStore()
     path = Path(os.path.expanduser(settings.share_path)) if settings.share_path else default_share_path()
-    return SharedStore(path, key)
+    try:
+        return SharedStore(path, key)
+    except (OSError, sqlite3.Error) as exc:  # a read-only home: pace this process alone rather than not run
+        warnings.warn(f"rate_limit: cannot open the shared limiter {path} ({exc}); this process paces alone "
+                      "(set backbone.rate_limit.share_path to a writable file)", stacklevel=3)
+        return LocalStore()

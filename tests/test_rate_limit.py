@@ -366,3 +366,12 @@ def test_shipped_backbone_configs_have_valid_blocks():
         if "rate_limit" in cfg or cfg.get("kind"):
             modes[p.stem] = parse_rate_limit(cfg.get("rate_limit"), kind=cfg.get("kind")).mode
     assert modes["gpt-4o-mini"] == "adaptive" and modes["vllm"] == "fixed" and modes["local"] == "fixed"
+
+
+def test_an_unwritable_share_path_paces_this_process_alone(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    s = RateLimitSettings(mode="adaptive", share_path=str(blocker / "rl.sqlite"))
+    with pytest.warns(UserWarning, match="paces alone"):
+        c = controller_for(s, model="m", base_url="http://unwritable/v1", api_key="k")
+    assert isinstance(c.store, LocalStore)
