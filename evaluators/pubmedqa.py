@@ -1,12 +1,14 @@
 """PubMedQA (PQA-L, Jin et al. 2019): yes / no / maybe accuracy on the expert-labelled questions.
 
 DyFlow's task text (its ``benchmarks/pubmedqa.py``, dyflow-supplement §3.1) asks for ``[[yes]]`` /
-``[[no]]`` / ``[[maybe]]``; DyFlow scores by extracting that bracket, so does the headline here. The
-extraction rules, in order (the one that fired is recorded per prediction):
+``[[no]]`` / ``[[maybe]]``. Two extraction rules, option ``extraction`` (the rule is recorded per prediction):
 
-1. ``double-bracket``: the last ``[[yes|no|maybe]]`` (case-insensitive);
-2. ``answer-line``: the last ``answer/decision: yes|no|maybe``;
-3. ``last-word``: the last standalone yes/no/maybe in the text (``extract: strict`` turns 2-3 off).
+- ``dyflow_release`` (default, what DyFlow's release scores with: ``judge_solution`` of its
+  ``benchmarks/pubmedqa.py``): on the lower-cased text, ``yes`` if ``[[yes]]`` or any standalone "yes"
+  appears anywhere, else ``no`` likewise, else ``maybe``, else no answer. Order, not position, decides:
+  "[[no]] ... yes, the trial ..." is ``yes``. Standalone = no word character either side.
+- ``last_label`` (ours): the last ``[[yes|no|maybe]]``; then, unless ``extract: strict``, the last
+  ``answer/decision: label`` line, then the last standalone yes/no/maybe.
 
 Split: DyFlow's 84 train / 251 test are drawn from the 1,000 labelled items with a seeded partition
 (:mod:`evaluators.partition`); DyFlow's own lists are not published.
@@ -20,11 +22,22 @@ from evaluators.base import Benchmark
 from evaluators.partition import Partitioned
 from harness.types import Problem, Score
 
-EXTRACTION_VERSION = "1"
+EXTRACTION_VERSION = "2"  # 2: the extraction option (dyflow_release default)
+EXTRACTIONS = ("dyflow_release", "last_label")
 LABELS = ("yes", "no", "maybe")
 _BRACKET = re.compile(r"\[\[\s*(yes|no|maybe)\s*\]\]", re.IGNORECASE)
 _LINE = re.compile(r"(?:answer|decision)\s*(?:is)?\s*[:=]?\s*\**\s*(yes|no|maybe)\b", re.IGNORECASE)
 _WORD = re.compile(r"\b(yes|no|maybe)\b", re.IGNORECASE)
+_RELEASE = {label: re.compile(rf"\[\[{label}\]\]|(?<!\w){label}(?!\w)") for label in LABELS}
+
+
+def release_label(text: str) -> tuple[str | None, str]:
+    """DyFlow's release rule: the first of yes, no, maybe (in that order) found anywhere in the text."""
+    low = (text or "").lower()
+    for label in LABELS:
+        if _RELEASE[label].search(low):
+            return label, "dyflow_release"
+    return None, "none"
 
 
 def extract_label(text: str, strict: bool = False) -> tuple[str | None, str]:
@@ -42,6 +55,11 @@ def extract_label(text: str, strict: bool = False) -> tuple[str | None, str]:
 class PubMedQA(Partitioned, Benchmark):
     domain = "qa"
 
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        super().__init__(cfg)
+        if cfg.get("extraction", "dyflow_release") not in EXTRACTIONS:  # refused before any problem runs
+            raise ValueError(f"pubmedqa: extraction must be one of {EXTRACTIONS}, not {cfg['extraction']!r}")
+
     def partition_key(self, row: dict[str, Any]) -> str:
         return str(row["pubid"])
 
@@ -58,7 +76,12 @@ class PubMedQA(Partitioned, Benchmark):
         return f"Question: {f['question']}\n\nContext: {' '.join(f['contexts'])}"
 
     def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
-        return extract_label(text, strict=self.cfg.get("extract", "flexible") == "strict")
+        how = self.cfg.get("extraction", "dyflow_release")
+        if how == "dyflow_release":
+            return release_label(text)
+        if how == "last_label":
+            return extract_label(text, strict=self.cfg.get("extract", "flexible") == "strict")
+        raise ValueError(f"pubmedqa: extraction must be one of {EXTRACTIONS}, not {how!r}")
 
     def answer_key(self, extracted: Any) -> Hashable | None:
         return None if extracted is None else str(extracted).lower()
@@ -66,4 +89,5 @@ class PubMedQA(Partitioned, Benchmark):
     async def score(self, text: str, problem: Problem) -> Score:
         pred, rule = self.extract(text, problem)
         return Score(float(pred == problem.gold), pred, {"rule": rule, "extraction_version": EXTRACTION_VERSION,
+                                                         "extraction": self.cfg.get("extraction", "dyflow_release"),
                                                          "gold": problem.gold})

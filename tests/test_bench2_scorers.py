@@ -54,6 +54,41 @@ def test_pubmedqa_strict_reads_only_brackets():
     assert pubmedqa.extract_label("Answer: yes", strict=True) == (None, "none")
 
 
+# Nine hand cases: (text, the release's label, our last_label label). The release reads yes before no before
+# maybe anywhere in the text (DyFlow benchmarks/pubmedqa.py judge_solution); last_label reads the last [[label]].
+PUBMED_HAND = [
+    ("Final decision: [[yes]]", "yes", "yes"),
+    ("Final decision: [[NO]]", "no", "no"),
+    ("[[maybe]]", "maybe", "maybe"),
+    ("Is there an effect? Yes, in one arm... but overall the evidence says [[no]]", "yes", "no"),
+    ("[[no]] at first, but on reflection [[maybe]]", "no", "maybe"),
+    ("There is no clear benefit, so [[maybe]]", "no", "maybe"),
+    ("The eyes and the yesterday's notes: [[no]]", "no", "no"),      # "eyes", "yesterday" are not "yes"
+    ("unclear from the abstract", None, None),
+    ("Answer: maybe", "maybe", "maybe"),
+]
+
+
+@pytest.mark.parametrize("text,release,last", PUBMED_HAND)
+def test_pubmedqa_release_and_last_label_rules(text, release, last):
+    assert pubmedqa.release_label(text)[0] == release
+    assert pubmedqa.extract_label(text)[0] == last
+
+
+def test_pubmedqa_extraction_option_scores_by_the_chosen_rule():
+    p = Problem("pubmedqa/1", 0, {"question": "q", "contexts": ["c"]}, "no", "pubmedqa")
+    text = "Yes, one trial shows it; overall [[no]]"
+    default = pubmedqa.PubMedQA({"name": "pubmedqa"})   # the release's rule by default
+    ours = pubmedqa.PubMedQA({"name": "pubmedqa", "extraction": "last_label"})
+    assert (_score(default, text, p).value, _score(ours, text, p).value) == (0.0, 1.0)
+    assert _score(default, text, p).details["extraction"] == "dyflow_release"
+    assert _score(ours, text, p).details["rule"] == "double-bracket"
+    assert [sum(pubmedqa.release_label(t)[0] != pubmedqa.extract_label(t)[0] for t, *_ in PUBMED_HAND)] == [3]
+    with pytest.raises(ValueError, match="extraction must be one of"):
+        pubmedqa.PubMedQA({"name": "pubmedqa", "extraction": "first"})
+    assert build_benchmark(_cfg("pubmedqa")).cfg["extraction"] == "dyflow_release"   # the config's default
+
+
 def test_pubmedqa_split_is_deterministic_disjoint_and_sized():
     _needs("pubmedqa/pqa_labeled.jsonl")
     parts = {}
