@@ -1,8 +1,14 @@
-"""DynaGraph Table 1 (methods x StrategyQA / MATH / FinQA: Acc, #Tok / TFLOPs, latency) and Table 2 (mechanism
+"""DynaGraph Table 1 (methods x StrategyQA / MATH-500 / FinQA: Acc, #Tok / TFLOPs, latency) and Table 2 (mechanism
 ablation: Acc, latency), ours beside the paper's known cells (dynagraph-supplement.md §2-3).
 
     python -m scripts.dynagraph_tables table=1 [backbone=local] [limit=N] [report_only=true] [dry_run=true]
     python -m scripts.dynagraph_tables table=2 ...
+
+Under each row: "↳ paper" (the paper's known cells in our columns, "—" where it states no number) and "↳ protocol"
+(generated from what the runs recorded, never typed: backbone, temperature, top-p, max tokens, the row's stated
+settings such as SC's k = 5 and DynaGraph's tau_c / tau_u, adapters; per benchmark the scorer, split and n with the
+size reduction), each against what the paper states (the experiment yaml's ``paper_protocol``). FinQA shows both of
+its official measures: execution accuracy (Acc) and program accuracy (``score_details.program_correct``).
 
 Metrics per cell, from the runs on disk: accuracy (% over answered problems; a run with errors is "incomplete" and
 never averaged), tokens per problem (prompt + completion of every call: planning, failed and reconstructed
@@ -31,10 +37,10 @@ from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_expe
 
 OPTIONS = {"table": "1", "backbone": "local", "protocol": None, "methods": None, "benchmarks": None, "limit": None,
            "report_only": "false", "dry_run": "false", "logger": "none", "results_root": "results"}
-CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "acc", "n_problems", "n_errors",
+CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "acc", "program_acc", "n_problems", "n_errors",
               "tokens_per_problem", "tflops_per_problem", "latency_s", "latency_problems", "latency_replayed",
               "fallbacks", "reasks", "fallback_patches", "fallback_errors", "paper_acc", "paper_tok", "paper_lat",
-              "footnotes", "reason", "sources"]
+              "footnotes", "protocol", "row_protocol", "reason", "sources"]
 
 
 def _true(v: Any) -> bool:
@@ -183,19 +189,135 @@ def _paper(exp: dict[str, Any], key: str, b: str) -> dict[str, Any]:
     return ((exp.get("paper") or {}).get(key) or {}).get(b) or {}
 
 
+def _num(v: Any) -> str:
+    """0.7 -> "0.7", 5.0 -> "5", 256 -> "256": settings as a reader types them."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    return f"{f:g}"
+
+
+def _compare(name: str, ours: list[Any], paper: Any) -> str:
+    """One setting of the protocol line: ours (every value the runs recorded) against the paper's."""
+    txt = "/".join(_num(v) for v in ours) if ours else "not recorded"
+    if paper is None:
+        return f"{name} {txt} (paper: not stated)"
+    if ours and all(_num(v) == _num(paper) for v in ours):
+        return f"{name} {txt} = paper"
+    return f"{name} {txt} ≠ paper {_num(paper)}"
+
+
+def _run_meta(run: Any) -> dict[str, Any]:
+    p = run.dir / "meta.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _answered_calls(runs: list[Any]) -> list[dict[str, Any]]:
+    return [c for r in runs for c in r.calls() if not c.get("error")]
+
+
+def row_protocol(row: dict[str, Any], runs: list[Any], exp: dict[str, Any]) -> str:
+    """The row-wide half of the protocol line, from what the row's runs recorded (calls.jsonl: model and temperature
+    of every answered call, adapters; config.yaml: top-p, max tokens, the row's stated settings) against what the
+    paper states (``paper_protocol``, the row's ``paper_settings`` / ``paper_trained``)."""
+    pp = exp.get("paper_protocol") or {}
+    paper_bb = (pp.get("backbone_by_row") or {}).get(row["label"], pp.get("backbone"))
+    if not runs:
+        return f"↳ protocol: not run (nothing recorded); paper backbone {paper_bb}"
+    calls = _answered_calls(runs)
+    models = sorted({str(c["model"]) for c in calls if c.get("model")})
+    parts = [f"backbone {'/'.join(models) or 'not recorded'} vs paper {paper_bb}"]
+    temps = sorted({float(c["temperature"]) for c in calls if c.get("temperature") is not None})
+    parts.append(_compare("T", temps, pp.get("temperature")))
+    params = [((r.config().get("method") or {}).get("params") or {}) for r in runs]
+    samplings = [(r.config().get("sampling") or {}) for r in runs]
+    tops = sorted({float(p["top_p"]) if p.get("top_p") is not None else float(s["top_p"])
+                   for p, s in zip(params, samplings) if p.get("top_p") is not None or s.get("top_p") is not None})
+    parts.append(_compare("top-p", tops, pp.get("top_p")))
+    caps = sorted({f"{k.removeprefix('max_tokens').strip('_') or 'all'} {_num(v)}" for p in params
+                   for k, v in p.items() if k.startswith("max_tokens") and v is not None})
+    if not caps:
+        caps = sorted({f"all {_num(s['max_tokens'])}" for s in samplings if s.get("max_tokens") is not None})
+    parts.append(f"max tokens {', '.join(caps) or 'not recorded'}"
+                 + ("" if pp.get("max_tokens") is None else f" vs paper {pp['max_tokens']}")
+                 + (" (paper: not stated)" if pp.get("max_tokens") is None else ""))
+    for key, want in (row.get("paper_settings") or {}).items():
+        parts.append(_compare(key, sorted({p[key] for p in params if p.get(key) is not None}, key=str), want))
+    if row.get("paper_trained"):
+        adapters = sorted({str(c["adapter"]) for c in calls if c.get("adapter")})
+        parts.append(f"adapters {', '.join(adapters)}" if adapters else
+                     "modules untrained (base model + role prompts)")
+        parts[-1] += f" vs paper {row['paper_trained']}"
+    return "↳ protocol: " + "; ".join(parts)
+
+
+def bench_protocol(b: str, runs: list[Any], exp: dict[str, Any], label: str) -> str:
+    """One benchmark's half of the protocol line, from the runs' meta.json (the split, n selected of the split's
+    total) and config.yaml (the scorer's keys), with the answers' recorded extraction rules."""
+    pp = exp.get("paper_protocol") or {}
+    paper_split = (pp.get("split") or {}).get(b, "not stated")
+    if not runs:
+        return f"not run; paper: {paper_split}"
+    splits, sizes, scorer = set(), set(), set()
+    for r in runs:
+        data = _run_meta(r).get("data") or {}
+        cfg_b = r.config().get("benchmark") or {}
+        splits.add(str(data.get("split") or cfg_b.get("split") or "not recorded"))
+        sizes.add((int(data.get("selected") or r.selected), data.get("total")))
+        keys = [f"{k}={cfg_b.get(k)}" for k in (exp.get("scorer_keys") or {}).get(b, [])]
+        judged = ((r.config().get("roles") or {}).get("judge") or {}).get("name")
+        scorer.add(("judge " + str(judged) + " beside; " if judged else "")
+                   + f"rule {cfg_b.get('metric', 'accuracy')}" + (f" ({', '.join(keys)})" if keys else ""))
+    size = []
+    for sel, total in sorted(sizes, key=str):
+        size.append(f"n={sel}" + (f" of {total}" if total else "")
+                    + (f" (size reduced to {100 * sel / int(total):.1f}%)" if total and sel < int(total) else ""))
+    text = (f"{label}: scorer {' | '.join(sorted(scorer))} vs paper {pp.get('scorer', 'not stated')}; split "
+            f"{'/'.join(sorted(splits))} {', '.join(size)} vs paper {paper_split}")
+    rules = [((p.get("score_details") or {}).get("rule")) for r in runs for p in r.predictions()
+             if p.get("status") != "error"]
+    if "program" in rules or any(m.get("detail") == "program_correct" for m in (exp.get("measures") or {}).get(b, [])):
+        text += f"; {rules.count('program')}/{len(rules)} answers gave a program (the rest a number, compared as an " \
+                "executed result)"
+    return text
+
+
+def _measure(runs: list[Any], detail: str) -> tuple[float | None, str | None]:
+    """Mean (%) of a per-prediction ``score_details`` verdict over the answered problems (FinQA's program accuracy),
+    or (None, why) when a prediction did not record it: never counted as 0."""
+    vals = []
+    for r in runs:
+        for p in r.predictions():
+            if p.get("status") == "error":
+                continue
+            d = p.get("score_details") or {}
+            if detail not in d:
+                return None, f"{detail} not recorded by this run's scorer (problem {p.get('id')})"
+            vals.append(bool(d[detail]))
+    return (100.0 * sum(vals) / len(vals), None) if vals else (None, "no answered problem")
+
+
 def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: RunIndex | None = None
           ) -> tuple[Table, list[dict[str, Any]]]:
+    """One table: a row per method, a "↳ paper" row under each row the paper has cells for (its numbers in our
+    columns; "—" where it states none), and a "↳ protocol" line under each: the row's recorded backbone and
+    settings, and per benchmark the scorer, split and n, all against what the paper states."""
     index = index or RunIndex.scan(root, exp["experiment"])
     benches, labels = exp["benchmarks"], exp.get("benchmark_labels", {})
+    measures = exp.get("measures") or {}
     cols = ["Method"]
     for b in benches:
         lab = labels.get(b, b)
-        cols += [f"{lab} Acc", f"{lab} #Tok / TFLOPs", f"{lab} Lat. (s)"] if table_no == 1 else \
-            [f"{lab} Acc", f"{lab} Lat. (s)"]
-        cols += [f"{lab} paper"]
+        cols += [f"{lab} {(exp.get('acc_labels') or {}).get(b, 'Acc')}"]
+        cols += [f"{lab} {m['label']}" for m in measures.get(b, [])]
+        cols += [f"{lab} #Tok / TFLOPs", f"{lab} Lat. (s)"] if table_no == 1 else [f"{lab} Lat. (s)"]
     title = (f"Table {table_no}: DynaGraph {'main results' if table_no == 1 else 'mechanism ablation'}, backbone "
-             f"{backbone} (ours: Acc %, tokens and TFLOPs per problem, mean end-to-end latency; paper: DeepSeek-8B, "
-             "RTX 5090)")
+             f"{backbone} (ours: Acc %, tokens and TFLOPs per problem, mean end-to-end latency; ↳ paper: DeepSeek-8B, "
+             "RTX 5090; ↳ protocol: what our runs recorded against what the paper states)")
     if backbone.startswith("local"):
         title += " — numbers on the embedded 0.5B CPU model, not comparable to the paper's"
     table = Table(title, cols, label=f"tab:dynagraph{table_no}-{backbone}")
@@ -203,31 +325,42 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
     for row in exp["rows"]:
         m = row.get("method")
         key = m or row["label"]
-        devs = list((method_config(m) or {}).get("deviations") or []) if m else []
+        if "deviations" in row:        # DynaGraph's own description of the baseline, then how ours differs from it
+            devs = ([f"DynaGraph §4.1: {row['paper_baseline']}"] if row.get("paper_baseline") else []) + \
+                [str(d) for d in row["deviations"]]
+        else:
+            devs = list((method_config(m) or {}).get("deviations") or []) if m else []
         cells: list[Any] = []
+        pcells: list[Any] = [Cell("↳ paper")]
+        proto_cells: list[Any] = []
+        row_runs: list[Any] = []
+        has_paper = False
         for b in benches:
             pap = _paper(exp, key, b)
-            ptxt = " / ".join(x for x in (f"{pap['acc']}%" if "acc" in pap else "", f"{pap['tok']} tok" if "tok" in pap
-                                            else "", f"{pap['lat']} s" if "lat" in pap else "") if x) or "—"
+            has_paper |= bool(pap)
+            extra = measures.get(b, [])
+            width = 1 + len(extra) + (2 if table_no == 1 else 1)
+            pcells += [f"{pap['acc']}" if "acc" in pap else "—", *["—"] * len(extra)]
+            pcells += ([f"{pap['tok']} / —" if "tok" in pap else "—"] if table_no == 1 else [])
+            pcells += [f"{pap['lat']}" if "lat" in pap else "—"]
             base = {"table": table_no, "backbone": backbone, "row": row["label"], "method": m, "benchmark": b,
                     "paper_acc": pap.get("acc"), "paper_tok": pap.get("tok"), "paper_lat": pap.get("lat"),
                     "footnotes": feet.numbered(devs) if devs else ""}
-            width = 3 if table_no == 1 else 2
-            if not m:
-                cells += ["—"] * width + [ptxt]
-                records.append({**base, "status": "missing", "reason": row.get("missing", "no method")})
+            missing = ("no method" if not m else f"no configs/method/{m}.yaml" if method_config(m) is None else
+                       f"no configs/benchmark/{b}.yaml yet" if not benchmark_exists(b) else None)
+            agg = None if missing else index.agg(b, _folder(m), backbone)
+            runs = list(agg.runs) if agg else []
+            row_runs += runs
+            ptext = bench_protocol(b, runs, exp, labels.get(b, b))
+            proto_cells += [ptext] + [""] * (width - 1)
+            base["protocol"] = ptext
+            if missing:
+                cells += ["—"] * width
+                records.append({**base, "status": "missing", "reason": row.get("missing", missing) if not m else
+                                missing})
                 continue
-            if method_config(m) is None:
-                cells += ["—"] * width + [ptxt]
-                records.append({**base, "status": "missing", "reason": f"no configs/method/{m}.yaml"})
-                continue
-            if not benchmark_exists(b):
-                cells += ["—"] * width + [ptxt]
-                records.append({**base, "status": "missing", "reason": f"no configs/benchmark/{b}.yaml yet"})
-                continue
-            agg = index.agg(b, _folder(m), backbone)
             if not agg.runs:
-                cells += ["—"] * width + [ptxt]
+                cells += ["—"] * width
                 records.append({**base, "status": "not_run", "reason": "not run yet"})
                 continue
             counts = run_counts(p for r in agg.runs for p in r.predictions()) if _is_dynagraph(m) else None
@@ -235,7 +368,7 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                 text = agg.incomplete_text() + (f" ({counts['fallback_errors']} by fallback=error)"
                                                 if counts and counts["fallback_errors"] else "")
                 text += f", {cell_note(counts)}" if counts else ""
-                cells += [text] + ["—"] * (width - 1) + [ptxt]
+                cells += [text] + ["—"] * (width - 1)
                 bad.append(f"{row['label']} / {labels.get(b, b)}: {text}")
                 records.append({**base, "status": "incomplete", "reason": "errors or unanswered problems: not averaged",
                                 "n_errors": agg.n_errors, "sources": ";".join(agg.sources(root)),
@@ -243,13 +376,22 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                 continue
             cm = _cell_metrics(agg)
             acc = f"{fmt(cm['acc'])} (n={agg.n_problems})" + (f", {cell_note(counts)}" if counts else "")
+            mvals = {}
+            for spec in extra:
+                v, why = _measure(agg.scored, spec["detail"])
+                mvals[spec["detail"]] = None if v is None else round(v, 2)
+                if why:
+                    cell_notes.append(f"{row['label']} / {labels.get(b, b)} {spec['label']}: {why}")
             lat = _lat_text(cm)
             tfl = "—" if cm["tflops"] is None else f"{cm['tflops']:.3g}"
-            cells += ([acc, f"{cm['tokens']:.0f} / {tfl}", lat] if table_no == 1 else [acc, lat]) + [ptxt]
+            cells += [acc, *[("—" if mvals[s["detail"]] is None else f"{fmt(mvals[s['detail']])} (n={agg.n_problems})")
+                             for s in extra]]
+            cells += [f"{cm['tokens']:.0f} / {tfl}", lat] if table_no == 1 else [lat]
             for why in (cm["tflops_note"] if table_no == 1 else None, cm["lat_note"]):
                 if why:
                     cell_notes.append(f"{row['label']} / {labels.get(b, b)}: {why}")
             records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
+                            "program_acc": mvals.get("program_correct"),
                             "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
                             "tflops_per_problem": cm["tflops"], "latency_s": cm["lat"],
                             "latency_problems": cm["lat_n"], "latency_replayed": cm["lat_replayed"],
@@ -257,9 +399,34 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                             "sources": ";".join(agg.sources(root)), **(_count_fields(counts) if counts else {})})
         table.rows.append([Cell(row["label"], bold=row.get("group") == "ours", sup=feet.marks(devs) if devs else ""),
                            *cells])
+        rp = row_protocol(row, row_runs, exp)
+        for rec in records:
+            if rec["row"] == row["label"]:
+                rec["row_protocol"] = rp
+        if has_paper or row_runs:
+            if has_paper:
+                table.rows.append(pcells)
+            table.rows.append([Cell(rp), *proto_cells])
     notes = [f"paper: known cells only (dynagraph-supplement.md); {n}" for n in
              [str(v["note"]) for v in (exp.get("paper") or {}).values() if isinstance(v, dict) and v.get("note")]]
     notes += [f"{r['label']}: {r['missing']}" for r in exp["rows"] if r.get("missing")]
+    notes.append("↳ paper: the paper's cells in our columns (Acc %, tokens, latency s); \"—\" = not stated or not "
+                 "recovered (dynagraph-supplement.md §2-3), never typed from prose such as \"remains intact\". "
+                 + ", ".join(f"{labels.get(b, b)} is the split the protocol line names" for b in benches
+                             if labels.get(b, b) != b and "-" in labels.get(b, b))
+                 + ("; the paper says only \"MATH\"" if "math" in benches else ""))
+    notes.append("↳ protocol: generated from what the runs recorded (calls.jsonl models, temperatures and adapters; "
+                 "config.yaml top-p, max tokens and the row's settings; meta.json split and n), each against what the "
+                 "paper states (§4.1): = paper, ≠ paper, or \"paper: not stated\"")
+    for b in benches:
+        for spec in measures.get(b, []):
+            if spec.get("detail") == "program_correct":
+                notes.append(f"{labels.get(b, b)}: FinQA's two official measures. "
+                             f"{(exp.get('acc_labels') or {}).get(b, 'Acc')} = execution accuracy (the program executed, "
+                             "or the answered number, rounded to 5 decimals, equals exe_ans: evaluators/finqa.py, "
+                             f"numeric_match=official); {spec['label']} = program accuracy (symbolic equivalence with "
+                             "the gold program, as the release's equal_program; an answer without a program is not "
+                             "program-correct). The paper reports one FinQA Acc.")
     if table_no == 1:
         notes.append(intervention_mix(index, backbone, benches, labels))
     mem = root / exp["experiment"] / "memory.json"
@@ -280,7 +447,8 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
     if bad:
         notes.append("incomplete = errors (not wrong answers) or unanswered problems; never averaged: " + " | ".join(bad))
     if feet.texts:
-        notes.append("Deviations from the paper that can change the score (numbered marks on the row):")
+        notes.append("Deviations that can change the score (numbered marks on the row; a baseline's cite DynaGraph's own "
+                     "description of it, §4.1, and its settings, not the baseline's original paper):")
         notes.extend(feet.notes())
     table.notes = notes
     return table, records
