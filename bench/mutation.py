@@ -159,16 +159,15 @@ def main() -> None:
             res = run_target(t, Path(d), args.timeout)
         results.append(res)
         print(json.dumps({k: v for k, v in res.items() if k != "survivors"}), flush=True)
-    killed = sum(r.get("killed", 0) for r in results)
-    total = sum(r.get("mutants", 0) for r in results)
-    summary = {"killed": killed, "mutants": total, "score": round(killed / total, 4) if total else None,
-               "targets": results}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(summary, indent=2))
+        for s in res.get("survivors", []):
+            print("  survived:", s, flush=True)
+        killed = sum(r.get("killed", 0) for r in results)
+        total = sum(r.get("mutants", 0) for r in results)
+        summary = {"killed": killed, "mutants": total, "score": round(killed / total, 4) if total else None,
+                   "targets": results}
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(summary, indent=2))  # after each target: a stopped run keeps them
     print(f"\nmutation score: {killed}/{total} killed ({100 * killed / max(1, total):.1f}%)")
-    for r in results:
-        for s in r.get("survivors", []):
-            print("  survived:", s)
 
 
 if __name__ == "__main__":

@@ -91,3 +91,47 @@ def test_the_lock_is_released_after_a_run_and_clear_keeps_it(tmp_path):
         lock.clear()
         assert [p.name for p in folder.iterdir()] == [".lock"]
     FolderLock(folder).acquire().release()  # released on exit
+
+
+def test_the_refusal_says_when_and_where_and_copes_with_an_unwritten_record(tmp_path):
+    import fcntl
+    import socket
+    import stat
+
+    folder = tmp_path / "run"
+    with FolderLock(folder) as lock:
+        assert stat.S_IMODE(os.stat(lock.path).st_mode) == 0o644  # others may read who holds it
+        with pytest.raises(FolderBusy) as info:
+            FolderLock(folder).acquire()
+        today = time.strftime("%Y-%m-%d", time.gmtime())
+        assert f"pid {os.getpid()} on {socket.gethostname()}, since {today} " in str(info.value)
+    assert lock.path.read_text() == ""  # released: no stale pid left to mislead
+    for record in ("", "not json", "[1, 2]", '{"host": "h"}'):
+        fd = os.open(folder / ".lock", os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a holder that has not written its record (yet)
+        os.ftruncate(fd, 0)
+        os.write(fd, record.encode())
+        try:
+            with pytest.raises(FolderBusy, match=r"\(pid not yet recorded\)"):
+                FolderLock(folder).acquire()
+        finally:
+            os.close(fd)
+
+
+def test_clear_needs_the_lock_and_removes_links_not_their_targets(tmp_path):
+    from harness.results import ResultsWriteError
+
+    folder, outside = tmp_path / "search", tmp_path / "outside"
+    (outside / "keep").mkdir(parents=True)
+    lock = FolderLock(folder)
+    with pytest.raises(RuntimeError, match="not held"):
+        lock.clear()
+    with lock:
+        (folder / "a.json").write_text("{}")
+        (folder / "evals" / "x").mkdir(parents=True)
+        os.symlink(outside, folder / "link")
+        lock.clear()
+        assert [p.name for p in folder.iterdir()] == [".lock"] and (outside / "keep").is_dir()
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ResultsWriteError, match="file/run/.lock"):  # the folder cannot be made: named
+        FolderLock(tmp_path / "file" / "run").acquire()
