@@ -11,6 +11,8 @@ judge prompt requires; "Unknown" is wrong. Extraction (recorded per prediction):
 ``Final Criminal: N`` / ``Final Criminal Is Player N`` and the last ``My role: R`` / ``My Role Is R``
 of the output (rules ``format`` when both are found, ``criminal-only`` / ``role-only`` / ``none``).
 A malformed answer (a "player number" of thousands of digits) is a wrong answer, never a scorer crash.
+A method sees ``system_prompt`` and ``prompt`` only: ``answer_text`` (the gold, read by the judge) and
+``reasoning_process`` (the worked solution) are hidden fields.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def parse_answer(text: str) -> tuple[dict[str, Any] | None, str]:
 
 class SocialMaze(Benchmark):
     domain = "qa"
-    hidden_fields = ("reasoning_process",)
+    hidden_fields = ("reasoning_process", "answer_text")  # the worked solution and the gold Answer text
 
     def load(self, root: str | Path | None = None) -> tuple[list[Problem], DataInfo]:
         base = data_dir(root)

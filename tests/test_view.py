@@ -283,3 +283,56 @@ def test_ctx_used_outside_its_problem_is_an_error(tmp_path, tiny_data):
     assert preds["p1"]["status"] == "error" and "belongs to another problem" in preds["p1"]["error"]
     with pytest.raises(RuntimeError, match="outside the runner's task"):
         kept[0].benchmark.render(kept[0].problem)
+
+
+# ---- every benchmark: no visible field gives its gold away ------------------------------------------------------
+BENCHMARK_CONFIGS = sorted(p.stem for p in (__import__("pathlib").Path(__file__).resolve().parents[1]
+                                            / "configs" / "benchmark").glob("*.yaml"))
+
+
+def _visible_strings(view: Any) -> dict[str, str]:
+    """Every string a method reaches from a problem's view (the walk above), by its path."""
+    paths: list[str] = []
+
+    def target(obj: Any) -> bool:
+        if isinstance(obj, str) and obj.strip():
+            paths.append(obj)
+            return True
+        return False
+
+    hits = reachable_secrets(view.fields, is_target=target)
+    return dict(zip(hits, paths))
+
+
+@pytest.mark.parametrize("name", BENCHMARK_CONFIGS)
+def test_no_visible_field_of_any_benchmark_scores_as_the_answer(name):
+    """Submitting any string a method can reach from a problem's view (every field, nested items too) as the
+    answer must not score right on every sampled problem: such a field is the gold in disguise (SocialMaze's
+    ``answer_text`` was one). Scored by the benchmark's own scorer, problems as the runner loads them."""
+    import asyncio
+
+    from evaluators.base import build_benchmark
+    from evaluators.data import DataMissingError
+    from harness.view import ProblemView
+    from scripts.runs import compose
+
+    bench = build_benchmark(compose([f"benchmark={name}"])["benchmark"])
+    if bench.is_environment:
+        pytest.skip(f"{name} is scored by running its environment, not by a text answer")
+    k = 3 if bench.domain == "code" else 6   # code answers run in the sandbox: fewer problems
+    bench.cfg["limit"] = k
+    try:
+        problems, _ = bench.load()
+    except DataMissingError as exc:   # offline here (FinQA, DeepResearch Bench download in make data)
+        pytest.skip(f"{name}: {exc}")
+    assert len(problems) == k
+    right: dict[str, int] = {}
+    for problem in problems:
+        view = ProblemView.of(problem, bench.hidden())
+        assert reachable_secrets(view, is_target=lambda o: isinstance(o, Problem)) == []
+        for path, text in _visible_strings(view).items():
+            score = asyncio.run(bench.score(text, problem))
+            right[path] = right.get(path, 0) + int(score.value >= 1.0)
+    assert right, f"{name}: the walk found no visible string"
+    leaks = sorted(path for path, n in right.items() if n == k)
+    assert leaks == [], f"{name}: visible fields that score as the answer on all {k} problems: {leaks}"
