@@ -92,3 +92,31 @@ def test_a_429_holds_the_account_then_the_request_is_retried_once(tmp_path):
     assert third.retries == 0 and stats["rejected"] == 1 and stats["received"] == 4
     assert wall < 4.5  # the hold is the window's end (<= 1 s each), not the 5 s backoff
     assert bb.rate_controller.stats()["http_429"] == 1
+
+
+def test_two_processes_on_one_key_stay_under_the_limit_together(tmp_path):
+    """Two real processes (bench/rate_limit.py workers) on one key and one shared limiter file: no window over the
+    limit, at most 2% of requests answered 429, every call answered, and each process gets a real share."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    # ~730 tokens per call: both processes' first 8 requests fit one window, then the pacing must be shared
+    with RateLimitedServer(rpm=200, tpm=24_000, window_s=1.0, base_latency_s=0.05, latency_per_request_s=0.005,
+                           max_seconds=120) as srv:
+        procs = [subprocess.Popen([sys.executable, str(root / "bench" / "rate_limit.py"), "--worker", "--url", srv.url,
+                                   "--calls", "90", "--tag", tag, "--key", "shared-key", "--share",
+                                   str(tmp_path / "rl.sqlite"), "--seed", str(i * 1000), "--window", "1",
+                                   "--deadline", "90"], stdout=subprocess.PIPE, text=True)
+                 for i, tag in enumerate("AB")]
+        out = [json.loads(p.communicate(timeout=110)[0].strip().splitlines()[-1]) for p in procs]
+        stats = srv.stats()
+    assert [(o["ok"], o["error"], o["unfinished"]) for o in out] == [(90, 0, 0), (90, 0, 0)]
+    # (that the pacing itself is shared is checked exactly by test_rate_limit.py's shared-store test: here the
+    # provider's remaining/reset headers also hold each process back, so 429s alone do not tell the two apart)
+    assert stats["received"] - stats["rejected"] == 180 and stats["rejected"] <= 0.02 * stats["received"], stats
+    assert max(w["tokens"] for w in stats["windows"].values()) <= 24_000
+    total = sum(stats["by_client"].values())
+    assert all(stats["by_client"][t] > 0.3 * total for t in "AB"), stats["by_client"]
