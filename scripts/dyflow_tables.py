@@ -9,7 +9,9 @@ they need.
 Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all; ``selfplay`` /
 ``selfplay-B``: the self-play runs on the train splits that dyflow.train learns from), ``run``, ``dry_run``,
 ``backbone``, ``size`` (embedded|paper; default from the backbone), ``results_root``, ``out``, ``seeds``,
-``limit``, ``methods``, ``benchmarks`` (comma lists narrowing the plan); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
+``limit``, ``methods``, ``benchmarks`` (comma lists narrowing the plan), ``protocol`` (paper: the paper's / release's
+measurement, default; ours: the benchmark configs' rules, experiments ``<name>-ours``; every table prints the protocol
+its runs recorded); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
 ``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
 ``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
 shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
@@ -38,7 +40,7 @@ from scripts.table1 import cell_text
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
 OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "local", "size": None,
-           "results_root": "results", "out": None, "seeds": None, "limit": None, "methods": None, "benchmarks": None}
+           "results_root": "results", "out": None, "seeds": None, "limit": None, "methods": None, "benchmarks": None, "protocol": None}
 # Table 1's extra row: DyFlow with the untrained designer (the run's own model), the same runs as Table 2's base row
 UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
@@ -55,6 +57,48 @@ def size_for(spec: dict[str, Any], backbone: str, requested: str | None) -> tupl
     if name not in spec["sizes"]:
         raise SystemExit(f"size={name!r} is not one of {sorted(spec['sizes'])} (scripts/experiments/dyflow_tables.yaml)")
     return name, spec["sizes"][name]
+
+
+# ---- the measurement protocol ---------------------------------------------------------------------------------------
+def protocol_of(spec: dict[str, Any], requested: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(name, settings) of the benchmark protocol: ``protocol=`` on the command line, else the spec's default."""
+    name = requested or spec.get("protocol", "paper")
+    if name not in (spec.get("protocols") or {}):
+        raise SystemExit(f"protocol={name!r} is not one of {sorted(spec.get('protocols') or {})} "
+                         "(scripts/experiments/dyflow_tables.yaml)")
+    return name, spec["protocols"][name]
+
+
+def protocol_overrides(prot: dict[str, Any], method: str, bench: str, trained_on: list[str] | tuple[str, ...] = (),
+                       whole_split: bool = True) -> list[str]:
+    """The benchmark overrides of a run under protocol ``prot``. The whole-file split (HumanEval's 164) only where
+    the problems were never learnt from: not for a designer trained on the benchmark, not for a searched method
+    (it searched on the train part) and not for a run that picks its own split (self-play)."""
+    out = list((prot.get("benchmark_overrides") or {}).get(bench) or [])
+    split = (prot.get("full_split") or {}).get(bench)
+    if split and whole_split and bench not in trained_on and not (method_config(method) or {}).get("search"):
+        out.append(f"benchmark.split={split}")
+    return out
+
+
+def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], labels: dict[str, str]) -> str | None:
+    """One line per table, from what the runs recorded (config.yaml, metrics.json): per benchmark the split, the
+    problems scored of those selected, and the extraction rule, with the rows that ran each."""
+    parts = []
+    for b in benches:
+        groups: dict[str, list[str]] = {}
+        for label, aggs in body:
+            a = aggs.get(b)
+            for r in (a.runs if a else []):
+                bc = r.config().get("benchmark") or {}
+                key = f"split {bc.get('split', '?')}" + (f", extraction {bc['extraction']}" if bc.get("extraction") else "")
+                key += f", limit {bc['limit']}" if bc.get("limit") is not None else ", every problem"
+                if label not in groups.setdefault(key, []):
+                    groups[key].append(label)
+        if groups:
+            one = len(groups) == 1
+            parts.append(f"{labels[b]}: " + "; ".join(k if one else f"{k} ({', '.join(v)})" for k, v in groups.items()))
+    return ("Protocol (recorded by the runs): " + " | ".join(parts)) if parts else None
 
 
 # ---- what a row needs --------------------------------------------------------------------------------------
@@ -112,15 +156,16 @@ def _folder(method: str) -> str:
 
 
 class Results:
-    """RunIndex per experiment, scanned once."""
+    """RunIndex per experiment, scanned once; ``suffix`` names the protocol's experiments (``-ours``)."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, suffix: str = "") -> None:
         self.root = Path(root)
+        self.suffix = suffix
         self._idx: dict[str, RunIndex] = {}
 
     def index(self, experiment: str) -> RunIndex:
         if experiment not in self._idx:
-            self._idx[experiment] = RunIndex.scan(self.root, experiment)
+            self._idx[experiment] = RunIndex.scan(self.root, experiment + self.suffix)
         return self._idx[experiment]
 
     def agg(self, experiment: str, bench: str, method: str, backbone: str) -> Agg:
@@ -257,6 +302,9 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
     table.notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
                    f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
                    f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}."]
+    line = protocol_note([(r[0]["label"], r[2]) for r in body], benches, labels)
+    if line:
+        table.notes.append(line)
     if counted:
         table.notes.append("↳ designer failures / fallback answers (DyFlow rows, answered problems, from the traces): "
                            "invalid designs = designer replies that could not be used (re-asked); stages given up = "
@@ -281,10 +329,12 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
     table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
                   columns=["Test", "Train", "CoT", "DyFlow", "paper CoT", "paper DyFlow", "Δ DyFlow − CoT (ours)"],
                   label=f"tab:dyflow-table3-{backbone}")
+    protocol_rows: list[tuple[str, dict[str, Agg]]] = []
     for row in t["rows"]:
         b = row["test"]
         cot = res.agg(t["cot"]["experiment"], b, t["cot"]["method"], backbone)
         dy = res.agg(row["experiment"], b, "dyflow", backbone)
+        protocol_rows += [(f"CoT {dom[b]}", {b: cot}), (f"DyFlow {dom[b]}", {b: dy})]
         adir = spec["adapters"]["cross_task"][row["split"]]
         cells = []
         for a in (cot, dy):
@@ -302,6 +352,9 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
     table.notes = [f"Domains: {', '.join(f'{v} = {labels[k]}' for k, v in dom.items())}. Split A = the main DyPlanner "
                    f"(trained on {', '.join(labels[x] for x in splits['A'])}: Table 1's DyFlow runs); split B trained on "
                    f"{', '.join(labels[x] for x in splits['B'])} ({spec['adapters']['cross_task']['B']}). CoT from Table 1's runs."]
+    line = protocol_note(protocol_rows, spec["benchmarks"], labels)
+    if line:
+        table.notes.append(line)
     return table
 
 
@@ -625,15 +678,20 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
     skipped: list[str] = []
 
     only_m, only_b = csv_list(opts.get("methods")), csv_list(opts.get("benchmarks"))
+    _, prot = protocol_of(spec, opts.get("protocol"))
+    trained_a = list(spec["selfplay"]["train_benchmarks"]["A"])   # what the main DyPlanner learnt from
 
-    def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str], limit: Any = "size") -> None:
+    def add(label: str, exp: str, method: str, bench: str, bb: str, extra: list[str], limit: Any = "size",
+            trained_on: list[str] | tuple[str, ...] = (), whole_split: bool = True) -> None:
         if (only_m and method not in only_m) or (only_b and bench not in only_b):
             return
         if bench_missing(bench):
             skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
             return
         lim = _limit(size, method, opts.get("limit")) if limit == "size" else limit
-        extra = [*searched_overrides(spec, method), *((size.get("method_overrides") or {}).get(method) or []), *extra]
+        extra = [*protocol_overrides(prot, method, bench, trained_on, whole_split), *searched_overrides(spec, method),
+                 *((size.get("method_overrides") or {}).get(method) or []), *extra]
+        exp = exp + str(prot.get("experiment_suffix") or "")
         for s in seeds:
             ov = [f"experiment={exp}", f"method={method}", f"benchmark={bench}", f"backbone={bb}", f"seed={s}",
                   f"limit={'null' if lim in (None, 'null') else int(lim)}", *size.get("overrides", []), *extra, *user]
@@ -647,8 +705,10 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
             if reason:
                 skipped.append(f"{row['label']}: {reason}")
                 continue
+            trained = trained_a if (row.get("designer_adapter") or row.get("needs_adapters")) else []
             for b in spec["benchmarks"]:
-                add(row["label"], row.get("experiment") or t["experiment"], row["method"], b, backbone, ov)
+                add(row["label"], row.get("experiment") or t["experiment"], row["method"], b, backbone, ov,
+                    trained_on=trained)
 
     if table in ("table1", "table2", "table4"):
         rows_of(table)
@@ -664,7 +724,8 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
             if reason:
                 skipped.append(f"DyFlow {row['test']} (split {row['split']}): {reason}")
                 continue
-            add(f"DyFlow {row['test']}", row["experiment"], "dyflow", row["test"], backbone, ov)
+            add(f"DyFlow {row['test']}", row["experiment"], "dyflow", row["test"], backbone, ov,
+                trained_on=spec["selfplay"]["train_benchmarks"][row["split"]])
     elif table == "table10":
         t = spec["table10"]
         d = t["designer"]
@@ -680,7 +741,8 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
                     continue
                 add(f"{ex['label']} DyFlow", t["experiment"], "dyflow", b, ex["backbone"],
                     [*(ex.get("overrides") or []), f"backbone@roles.designer={d['backbone']}",
-                     f"+roles.designer.adapters.{d['adapter']}.path={gguf}", f"roles.designer.adapter={d['adapter']}"])
+                     f"+roles.designer.adapters.{d['adapter']}.path={gguf}", f"roles.designer.adapter={d['adapter']}"],
+                    trained_on=trained_a)
     elif table == "passk":
         t = spec["passk"]
         for m in t["methods"]:
@@ -690,7 +752,8 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
                 continue
             for b in spec["benchmarks"]:
                 add(m["label"], t["experiment"], m["method"], b, backbone,
-                    [f"samples_per_task={int(size.get('samples_per_task') or 5)}", *ov])
+                    [f"samples_per_task={int(size.get('samples_per_task') or 5)}", *ov],
+                    trained_on=trained_a if m.get("designer_adapter") else [])
     elif table in ("selfplay", "selfplay-B"):
         # self-play on the train splits (the designer as configured: e.g. backbone@roles.designer=<teacher>)
         sp = spec["selfplay"]
@@ -698,7 +761,7 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
         lim = opts.get("limit") if opts.get("limit") is not None else size.get("selfplay_limit")
         for b in sp["train_benchmarks"][split]:
             add(f"self-play {b}", sp["experiment"] + ("-B" if split == "B" else ""), sp["method"], b, backbone,
-                [f"benchmark.split={sp['split']}"], limit=lim)
+                [f"benchmark.split={sp['split']}"], limit=lim, whole_split=False)
     else:
         skipped.append(f"{table}: renders the runs of other tables (table1/table2), nothing of its own to run")
     return items, skipped
@@ -706,10 +769,12 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
 
 # ---- rendering ---------------------------------------------------------------------------------------------------
 def write_all(results_root: Path, which: list[str], backbones: list[str] | None = None,
-              out: Path | None = None) -> dict[str, Any]:
+              out: Path | None = None, protocol: str | None = None) -> dict[str, Any]:
     spec = load_spec()
-    res = Results(results_root)
-    out = Path(out or Path(results_root) / "dyflow_tables")
+    pname, prot = protocol_of(spec, protocol)
+    suffix = str(prot.get("experiment_suffix") or "")
+    res = Results(results_root, suffix)
+    out = Path(out or Path(results_root) / ("dyflow_tables" + suffix))
     exps = [spec[k]["experiment"] for k in ("table1", "table2", "table4", "table10", "passk")] + \
         [r["experiment"] for r in spec["table2"]["rows"] if r.get("experiment")]
     backbones = backbones or res.backbones(exps) or ["local"]
@@ -738,7 +803,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
                 elif key == "operators":
                     ts.append(operators(res, spec, bb, records, out))
         header = (f"# {spec['paper']}: {key}, regenerated from results/ by `python -m scripts.dyflow_tables "
-                  f"table={key}`\n")
+                  f"table={key}` (protocol {pname}: scripts/experiments/dyflow_tables.yaml protocols)\n")
         md, tex = write_tables(out / key, ts, header)
         write_csv(out / f"{key}.csv", records, CSV_FIELDS)
         written[key] = [md, tex, out / f"{key}.csv"]
@@ -779,7 +844,7 @@ def main(argv: list[str] | None = None) -> int:
     which = [w for w in which if w in TABLES]
     if not which:
         return 0
-    resw = write_all(root, which, None, Path(opts["out"]) if opts["out"] else None)
+    resw = write_all(root, which, None, Path(opts["out"]) if opts["out"] else None, opts.get("protocol"))
     for key, ts in resw["tables"].items():
         for t in ts:
             print(t.to_markdown())

@@ -250,3 +250,66 @@ def test_designer_failures_and_fallback_answers_are_shown_under_the_dyflow_row(t
     recs = list(__import__("csv").DictReader((tmp_path / "out" / "table1.csv").open()))
     r = next(r for r in recs if r["row"] == "DyFlow (Ours)" and r["benchmark"] == "math_l5")
     assert (r["invalid_designs"], r["stages_given_up"], r["fallback_answers"], r["review_answers"]) == ("4", "1", "1", "1")
+
+
+# ---- the measurement protocol (issue 21) -------------------------------------------------------------------------
+def _by(items) -> dict[tuple[str, str], list[str]]:
+    return {(it.extra["method"], it.extra["benchmark"]): it.overrides for it in items}
+
+
+def test_paper_protocol_scores_humaneval_on_all_164_and_pubmedqa_by_the_release_rule():
+    from evaluators.base import build_benchmark
+    from scripts.runs import compose
+
+    spec = dt.load_spec()
+    assert spec["protocol"] == "paper"
+    size = spec["sizes"]["embedded"]
+    by = _by(dt.plan_items(spec, "table1", "local", size, {"methods": "cot,io,aflow"}, [])[0])
+    assert "benchmark.split=full" in by[("cot", "humaneval_dyflow")] and "benchmark.split=full" in by[("io", "humaneval_dyflow")]
+    assert not any(o.startswith("benchmark.split") for o in by[("aflow", "humaneval_dyflow")])   # searched on train
+    assert "benchmark.extraction=dyflow_release" in by[("cot", "pubmedqa")]
+    assert not any(o.startswith("benchmark.split") for o in by[("cot", "math_l5")])
+    cfg = compose(by[("cot", "humaneval_dyflow")])["benchmark"]
+    cfg["limit"] = None
+    assert cfg["split"] == "full" and len(build_benchmark(cfg).load()[0]) == 164
+    assert "experiment=dyflow_table1" in by[("cot", "humaneval_dyflow")]
+    # self-play learns from the train part: never the whole file
+    sp = dt.plan_items(spec, "selfplay-B", "local", size, {"benchmarks": "humaneval_dyflow"}, [])[0]
+    assert sp and all("benchmark.split=full" not in it.overrides for it in sp)
+    # a designer trained on HumanEval (split B) keeps the 109-problem test part
+    prot = spec["protocols"]["paper"]
+    assert dt.protocol_overrides(prot, "dyflow", "humaneval_dyflow", trained_on=["humaneval_dyflow"]) == []
+    assert dt.protocol_overrides(prot, "dyflow", "humaneval_dyflow", trained_on=["math_l5"]) == ["benchmark.split=full"]
+
+
+def test_ours_protocol_is_a_named_option_in_its_own_experiments(results: Path, tmp_path: Path):
+    spec = dt.load_spec()
+    by = _by(dt.plan_items(spec, "table1", "local", spec["sizes"]["embedded"],
+                           {"methods": "cot", "protocol": "ours"}, [])[0])
+    assert "experiment=dyflow_table1-ours" in by[("cot", "pubmedqa")]
+    assert "benchmark.extraction=last_label" in by[("cot", "pubmedqa")]
+    assert not any(o.startswith("benchmark.split") for o in by[("cot", "humaneval_dyflow")])
+    with pytest.raises(SystemExit, match="protocol='x'"):
+        dt.protocol_of(spec, "x")
+    # rendering under protocol=ours reads the -ours experiments only (the fixture has none: every row "—")
+    res = dt.write_all(results, ["table1"], ["local"], tmp_path / "ours", protocol="ours")
+    assert all(r[1] == "—" for r in res["tables"]["table1"][0].rows if isinstance(r[0], str) and not r[0].startswith("↳"))
+
+
+def test_protocol_line_comes_from_what_the_runs_recorded(tmp_path: Path):
+    import yaml
+
+    root = tmp_path / "results"
+    for m, split in (("cot", "full"), ("aflow", "test")):
+        d = fake_run(root, "dyflow_table1", "humaneval_dyflow", m, [1.0, 0.0])
+        (d / "config.yaml").write_text(yaml.safe_dump({"benchmark": {"name": "humaneval_dyflow", "split": split,
+                                                                     "limit": 2}, "method": {"name": m},
+                                                   "backbone": {"name": "local"}, "seed": 42}))
+    d = fake_run(root, "dyflow_table1", "pubmedqa", "cot", [1.0])
+    (d / "config.yaml").write_text(yaml.safe_dump({"benchmark": {"name": "pubmedqa", "split": "test", "limit": None,
+                                                                 "extraction": "dyflow_release"},
+                                               "method": {"name": "cot"}, "backbone": {"name": "local"}, "seed": 42}))
+    t = dt.write_all(root, ["table1"], ["local"], tmp_path / "out")["tables"]["table1"][0]
+    line = next(n for n in t.notes if n.startswith("Protocol (recorded by the runs)"))
+    assert "PubMedQA: split test, extraction dyflow_release, every problem" in line
+    assert "HumanEval: split full, limit 2 (CoT); split test, limit 2 (AFlow)" in line
