@@ -262,7 +262,8 @@ def process_isolation(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     launch._stop_fork_server()
     monkeypatch.setattr(launch, "_SERVER", None)
     monkeypatch.setitem(launch._CONFIG, "isolation", "process")
-    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
+    monkeypatch.setitem(launch._PROBED, "privilege", None)  # probed afresh, restored after
+    monkeypatch.setitem(launch._PROBED, "refusal", None)
     yield
     launch._stop_fork_server()
     launch._SERVER = None

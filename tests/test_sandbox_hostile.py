@@ -57,7 +57,8 @@ def _mode(name: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     launch._stop_fork_server()
     monkeypatch.setattr(launch, "_SERVER", None)
     monkeypatch.setitem(launch._CONFIG, "isolation", "process" if name == "process" else "bwrap")
-    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
+    monkeypatch.setitem(launch._PROBED, "privilege", None)  # probed afresh, restored after
+    monkeypatch.setitem(launch._PROBED, "refusal", None)
     monkeypatch.setattr(launch, "AUDIT_HOOK", name != "bwrap-no-hook")
     if name != "process":
         assert launch._privilege_mode() == "bwrap", launch._PROBED.get("refusal")
@@ -339,8 +340,8 @@ def test_bwrap_missing_is_an_infrastructure_error_naming_the_option(monkeypatch:
     launch._stop_fork_server()
     monkeypatch.setattr(launch, "_SERVER", None)
     monkeypatch.setitem(launch._CONFIG, "isolation", "bwrap")
-    monkeypatch.delitem(launch._PROBED, "privilege", raising=False)
-    monkeypatch.delitem(launch._PROBED, "refusal", raising=False)
+    monkeypatch.setitem(launch._PROBED, "privilege", None)  # probed afresh, restored after
+    monkeypatch.setitem(launch._PROBED, "refusal", None)
     monkeypatch.setattr(launch, "BWRAP", "bwrap-not-installed-here")
     res = run_program(humaneval_program(PROMPT, "    return a + b\n", TEST, "add"))
     assert not res.passed and res.status == "error" and res.infrastructure, res
