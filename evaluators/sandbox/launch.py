@@ -666,7 +666,8 @@ def _refused(privilege: str) -> ExecResult | None:
     if privilege != "unavailable":
         return None
     why = _PROBED.get("refusal") or "running as root but unable to drop privileges for the solution"
-    hint = " (sandbox.isolation=process runs it without filesystem isolation)" if isolation() == "bwrap" else ""
+    hint = (f" (sandbox.isolation=process, or ${ISOLATION_ENV}=process, runs it without filesystem isolation)"
+            if isolation() == "bwrap" else "")
     return ExecResult(False, "error", 0.0, "", "", f"sandbox: {why}; refusing to run untrusted code{hint}",
                       infrastructure=True)
 
