@@ -31,10 +31,12 @@ class Options:
 
     # ---- Algorithm 1 budget and the release's stage rules (workflow.py) ----
     t_max: int = 8                       # designer calls (workflow.py max_iterations = 8)
-    max_stages: int = 7                  # executed stages; the loop stops after the 7th ("Maximum 7 stages total")
+    max_stages: int = 8                  # executed stages: the release's 8 iterations can run an 8th stage (its
+                                         # prompt's "Maximum 7 stages total" is advice; 7 = that advice enforced)
     notice_from_stage: int = 5           # "Constraint: ..." appended when >= 4 stages exist
     terminate_notice_stage: int = 7      # "Termination Required: ..." appended when >= 6 stages exist
-    organize_alone: bool = True          # "NEVER mix ORGANIZE_SOLUTION with other operators" (validated)
+    validation: str = "release"          # release: run what the release runs | strict: the Design Rules as checks
+    organize_alone: bool = True          # strict only: "NEVER mix ORGANIZE_SOLUTION with other operators"
     loop_guard: int = 3                  # LOOP DETECTED when each of the last 3 stages ran REVIEW_SOLUTION (0 = off)
     loop_warning_in_prompt: bool = True  # ours: the release sets the warning but never shows it to the designer
     first_stage_needs_problem: bool = True   # "On the first solving stage, always pass original_problem"
@@ -96,7 +98,7 @@ class Options:
     def check(self) -> None:
         choices = {"planning": ("dynamic", "single_stage", "fixed_template"),
                    "operator_catalogue": ("release", "paper"), "unknown_template": ("error", "default"),
-                   "key_repair": ("off", "drop"),
+                   "key_repair": ("off", "drop"), "validation": ("release", "strict"),
                    "no_answer": ("last_output", "empty"), "temperatures": tuple(TEMPERATURES),
                    "task_suffix": ("release", "none"), "code_postprocess": ("none", "release"),
                    "test_code": ("public_tests", "off")}

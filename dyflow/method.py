@@ -161,9 +161,11 @@ class DyFlow:
             notice = P.fill(P.NOTICE_CONSTRAINT, n=str(n))
         single = opts.planning == "single_stage"
         rules = StageRules(memory_keys=tuple(state.memory), stage_number=n, organize_alone=opts.organize_alone,
-                           allow_mixed_terminal=single or n >= opts.terminate_notice_stage,
+                           # from the first notice on, the released text asks to include ORGANIZE_SOLUTION
+                           allow_mixed_terminal=single or n >= opts.notice_from_stage,
                            require_terminal=single, first_stage_needs_problem=opts.first_stage_needs_problem,
-                           unknown_template=opts.unknown_template, key_repair=opts.key_repair)
+                           unknown_template=opts.unknown_template, key_repair=opts.key_repair,
+                           validation=opts.validation)
         return rules, notice
 
     def _loop_warning(self, state: WorkflowState) -> str | None:
@@ -199,14 +201,26 @@ class DyFlow:
     # ---- execution --------------------------------------------------------------------------------
     async def _execute(self, ctx: Any, state: WorkflowState, stage: StageGraph, rec: StageRecord | None,
                        calls: Calls) -> str | None:
-        """Run V_t in topological order; returns the final answer's key when a terminal operator ran."""
+        """Run V_t (topological order under ``validation=strict``; listed order, as the release, otherwise);
+        returns the final answer's key when a terminal operator ran. Under release validation an operator
+        whose input key is not in 𝓜 fails as in the release (``Input data not found``): recorded in the
+        state's errors and the trace, no output, the stage goes on."""
         outputs: dict[str, str] = {}
         details: dict[str, dict[str, Any]] = {}
         executed: list[ExecutedOperator] = []
         final: str | None = None
-        for op in stage.topological_order():
+        order = stage.topological_order() if self.opts.validation == "strict" else list(stage.operators)
+        for op in order:
             if not op.output_key:     # the designer left it empty: a fresh key by execution order
                 op.output_key = state.fresh_key({o.output_key for o in stage.operators})
+            gone = [k for k in op.input_keys if k != ORIGINAL_PROBLEM and k not in state.memory]
+            if gone or (op.template == "TEST_CODE" and not op.input_keys):
+                err = (f"input data not found: {', '.join(gone)}" if gone else "TEST_CODE names no solution to test")
+                state.errors.append(f"stage {len(state.stages) + 1}: operator {op.operator_id} "
+                                    f"({op.template}) failed: {err}")
+                executed.append(ExecutedOperator(operator_id=op.operator_id, template=op.template,
+                                                 output_key=op.output_key, error=err))
+                continue
             text, info = await run_operator(ctx, op, state.memory, state.task, self.opts, calls)
             state.memory[op.output_key] = text
             outputs[op.output_key] = text

@@ -144,20 +144,30 @@ class StageRules:
     allow_mixed_terminal: bool = False  # the forced-termination stage and single-stage mode
     require_terminal: bool = False      # single-stage mode
     first_stage_needs_problem: bool = True
-    unknown_template: str = "error"     # error | default
+    unknown_template: str = "error"     # error | default (strict only: release validation runs DEFAULT)
     key_repair: str = "off"             # off (re-ask) | drop (unknown input keys are dropped, recorded)
+    validation: str = "release"         # release | strict (see check_stage)
 
 
 def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = None) -> list[str]:
     """Every violated rule, as a message the designer can act on. Fixes in place, noted in ``fixes``:
-    ``unknown_template=default`` (the release runs unknown types with the DEFAULT prompt) and
-    ``key_repair=drop`` (unknown input keys dropped; an LLM operator left without inputs gets
-    ``original_problem``)."""
+    unknown types run as DEFAULT (``validation=release`` or ``unknown_template=default``: the release's
+    fallback) and ``key_repair=drop`` (unknown input keys dropped; an LLM operator left without inputs gets
+    ``original_problem``).
+
+    ``validation=release`` (default) refuses only what the release could not run either: a stage that does
+    not parse (before this), a TERMINATE without an existing answer key (the release would return None)
+    and ``original_problem`` as an output key (our memory's reserved name); the rest runs as the release
+    runs it (:meth:`dyflow.method.DyFlow._execute`: listed order, an operator whose input is missing fails
+    and the stage goes on, ORGANIZE_SOLUTION ends the stage wherever it stands). ``strict`` adds the
+    released prompt's Design Rules as checks (known types, existing keys, no duplicate outputs, no cycle,
+    ORGANIZE_SOLUTION alone, original_problem on the first stage)."""
     errors: list[str] = []
     fixes = fixes if fixes is not None else []
+    release = rules.validation == "release"
     for op in stage.operators:
         if op.template not in TEMPLATES:
-            if rules.unknown_template == "default":
+            if release or rules.unknown_template == "default":
                 fixes.append(f"{op.operator_id}: unknown instruction_type {op.template!r} run as DEFAULT")
                 op.template = "DEFAULT"
             else:
@@ -165,7 +175,7 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
                               f"{', '.join(TEMPLATES)}")
     outs = [op.output_key for op in stage.operators if op.output_key]
     dup = sorted({k for k in outs if outs.count(k) > 1})
-    if dup:
+    if dup and not release:
         errors.append(f"output_key(s) {dup} are used by more than one operator of this stage")
     if ORIGINAL_PROBLEM in outs:
         errors.append(f"'{ORIGINAL_PROBLEM}' is reserved for the problem and cannot be an output_key")
@@ -182,11 +192,11 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
     for op in stage.operators:
         own = {o.output_key for o in stage.operators if o is not op and o.output_key}
         missing = [k for k in op.input_keys if k not in available and k not in own]
-        if missing:
+        if missing and not release:
             errors.append(f"{op.operator_id}: input_keys {missing} do not exist; available keys: "
                           f"{', '.join(sorted(available))}" + (f" and this stage's {', '.join(sorted(own))}"
                                                                   if own else ""))
-        if op.template == "TEST_CODE" and not op.input_keys:
+        if op.template == "TEST_CODE" and not op.input_keys and not release:
             errors.append(f"{op.operator_id}: TEST_CODE needs the key of the solution to test in input_keys")
         if op.template == "TERMINATE":
             key = op.answer_key
@@ -196,6 +206,10 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
                 errors.append(f"{op.operator_id}: final_answer_key {key!r} does not exist; available keys: "
                               f"{', '.join(sorted(available - {ORIGINAL_PROBLEM}))}"
                               + (f" and this stage's {', '.join(sorted(own))}" if own else ""))
+    if release:
+        if rules.require_terminal and not any(op.template in TERMINAL_TEMPLATES for op in stage.operators):
+            errors.append("the stage must end with ORGANIZE_SOLUTION")   # single-stage mode (ours)
+        return errors
     try:
         stage.topological_order()
     except ValueError as exc:

@@ -127,32 +127,32 @@ def test_repair_drops_the_operator_a_cut_left_incomplete_and_key_repair():
     inv = StageGraph.from_designer(json.loads(stage_json(1, [("DECOMPOSE", ["quarters", "dimes"], "act_1"),
                                                              ("GENERATE_ANSWER", ["original_problem", "x"], "act_2")])))
     assert inv.templates[0] == "DECOMPOSE_PROBLEM"       # the released prompt's own short name
-    assert check_stage(inv.model_copy(deep=True), StageRules(memory_keys=(), stage_number=1))   # strict: errors
+    assert check_stage(inv.model_copy(deep=True), StageRules(memory_keys=(), stage_number=1, validation="strict"))   # strict: errors
     fixes: list[str] = []
-    assert check_stage(inv, StageRules(memory_keys=(), stage_number=1, key_repair="drop"), fixes) == []
+    assert check_stage(inv, StageRules(memory_keys=(), stage_number=1, validation="strict", key_repair="drop"), fixes) == []
     assert [o.input_keys for o in inv.operators] == [["original_problem"], ["original_problem"]]
     assert len(fixes) == 2 and "quarters" in fixes[0]
 
 
 def test_check_stage_rules():
     g = StageGraph.from_designer(json.loads(SOLVE))
-    assert check_stage(g, StageRules(memory_keys=(), stage_number=1)) == []
+    assert check_stage(g, StageRules(memory_keys=(), stage_number=1, validation="strict")) == []
     bad = StageGraph.from_designer(json.loads(stage_json(2, [("GENERATE_ANSWER", ["act_7"], "act_3")])))
-    errs = check_stage(bad, StageRules(memory_keys=("act_1",), stage_number=2))
+    errs = check_stage(bad, StageRules(memory_keys=("act_1",), stage_number=2, validation="strict"))
     assert any("['act_7'] do not exist" in e and "act_1" in e for e in errs)
     mixed = StageGraph.from_designer(json.loads(stage_json(2, [("GENERATE_ANSWER", ["original_problem"], "act_3"),
                                                                ("ORGANIZE_SOLUTION", ["act_3"], "act_4")])))
-    assert any("NEVER mix" in e for e in check_stage(mixed, StageRules(memory_keys=(), stage_number=2)))
-    assert check_stage(mixed, StageRules(memory_keys=(), stage_number=7, allow_mixed_terminal=True)) == []
+    assert any("NEVER mix" in e for e in check_stage(mixed, StageRules(memory_keys=(), stage_number=2, validation="strict")))
+    assert check_stage(mixed, StageRules(memory_keys=(), stage_number=7, validation="strict", allow_mixed_terminal=True)) == []
     nop = StageGraph.from_designer(json.loads(stage_json(1, [("GENERATE_PLAN", [], "act_1")])))
-    assert any("original_problem" in e for e in check_stage(nop, StageRules(memory_keys=(), stage_number=1)))
+    assert any("original_problem" in e for e in check_stage(nop, StageRules(memory_keys=(), stage_number=1, validation="strict")))
     unk = StageGraph.from_designer(json.loads(stage_json(1, [("SOLVE_IT", ["original_problem"], "act_1")])))
-    assert any("unknown instruction_type" in e for e in check_stage(unk, StageRules(memory_keys=(), stage_number=1)))
-    assert check_stage(unk, StageRules(memory_keys=(), stage_number=1, unknown_template="default")) == []
+    assert any("unknown instruction_type" in e for e in check_stage(unk, StageRules(memory_keys=(), stage_number=1, validation="strict")))
+    assert check_stage(unk, StageRules(memory_keys=(), stage_number=1, validation="strict", unknown_template="default")) == []
     assert unk.operators[0].template == "DEFAULT"
     dup = StageGraph.from_designer(json.loads(stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "act_1"),
                                                              ("GENERATE_PLAN", ["original_problem"], "act_1")])))
-    assert any("more than one operator" in e for e in check_stage(dup, StageRules(memory_keys=(), stage_number=1)))
+    assert any("more than one operator" in e for e in check_stage(dup, StageRules(memory_keys=(), stage_number=1, validation="strict")))
 
 
 def test_options_refuse_unknown_and_bad_values():
@@ -207,7 +207,7 @@ def test_repair_then_reask_every_attempt_recorded(tmp_path, tiny_data):
     script = Script([[SOLVE[:-30]], ["no json here", bad_key, SOLVE], [ORGANIZE]])
     # step 0: truncated JSON -> repaired; step 1: invalid, invalid (context), then valid
     script.designs[1] = ["no json here", bad_key, ORGANIZE]
-    _, preds, _ = run_dyflow(tmp_path, script)
+    _, preds, _ = run_dyflow(tmp_path, script, params={"validation": "strict"})   # a missing key is re-asked
     tr = preds[0]["trace"]
     s0, s1 = tr["stages"]
     assert [a["status"] for a in s0["attempts"]] == ["repaired"]
@@ -251,18 +251,24 @@ def test_t_max_and_last_output_answer(tmp_path, tiny_data):
 
 
 def test_notices_forced_termination_and_max_stages(tmp_path, tiny_data):
-    # a designer that never organizes: notices from stage 5, forced termination notice at 7, stop after 7
+    # a designer that never organizes: notices from stage 5, forced termination notice at 7 (and 8), and, as the
+    # release's 8 iterations, an 8th stage; max_stages=7 enforces the prompt's "Maximum 7 stages total"
     def designer(m, s):
         n = stage_count(m) + 1
         return stage_json(n, [("GENERATE_ANSWER", ["original_problem"], f"act_{n}")])
     script = Script(designer=designer)
     _, preds, _ = run_dyflow(tmp_path, script, params={"t_max": 10})
     tr = preds[0]["trace"]
-    assert tr["n_stages"] == 7 and tr["terminated_by"] == "max_stages"
+    assert tr["n_stages"] == 8 and tr["terminated_by"] == "max_stages"
+    _, preds8, _ = run_dyflow(tmp_path / "t8", Script(designer=designer))          # the release: 8 iterations
+    assert preds8[0]["trace"]["n_stages"] == 8 and preds8[0]["trace"]["designer_calls"] == 8
+    _, preds7, _ = run_dyflow(tmp_path / "m7", Script(designer=designer), params={"t_max": 10, "max_stages": 7})
+    assert preds7[0]["trace"]["n_stages"] == 7 and preds7[0]["trace"]["terminated_by"] == "max_stages"
     notices = [r["notice"] for r in tr["stages"]]
     assert notices[:4] == [None] * 4
     assert notices[4].startswith("\n\nConstraint: This will be stage 5.") and notices[5].startswith("\n\nConstraint")
     assert notices[6].startswith("\n\nTermination Required: This is stage 7.")
+    assert notices[7].startswith("\n\nTermination Required: This is stage 8.")
     assert script.design_prompts[6][0]["content"].endswith(notices[6])
     # at the forced stage ORGANIZE_SOLUTION may follow other operators (the release's notice asks for it)
     def designer2(m, s):
@@ -593,3 +599,58 @@ def test_designer_failures_and_fallback_answers_are_counted_in_the_trace(tmp_pat
     _, ok, _ = run_dyflow(tmp_path / "ok", Script([[SOLVE], [ORGANIZE]]))
     assert ok[0]["trace"]["counts"] == dict.fromkeys(
         ("invalid_designs", "stages_given_up", "fallback_answers", "review_answers"), 0)
+
+
+# ---- validation=release (default) runs what the release runs; strict re-asks (issue 21) -----------------------------
+def _review_then_refine(n: int) -> str:
+    """Review act_1, then refine into act_1 (reads the review's act_2): a data-flow "cycle" the release runs in order."""
+    return stage_json(n, [("REVIEW_SOLUTION", ["original_problem", "act_1"], "act_2"),
+                          ("REFINE_ANSWER", ["original_problem", "act_1", "act_2"], "act_1")])
+
+
+def test_release_validation_runs_in_listed_order_what_strict_rejects(tmp_path, tiny_data):
+    first = stage_json(1, [("GENERATE_ANSWER", ["original_problem"], "act_1")])
+    script = Script([[first], [_review_then_refine(2)], [ORGANIZE]])
+    _, preds, _ = run_dyflow(tmp_path, script)
+    tr = preds[0]["trace"]
+    s1 = tr["stages"][1]
+    assert [a["status"] for a in s1["attempts"]] == ["valid"]                  # one designer call
+    assert [e["template"] for e in s1["executed"]] == ["REVIEW_SOLUTION", "REFINE_ANSWER"]   # listed order
+    assert tr["memory"]["act_1"].startswith("Refined.")                        # the refine overwrote act_1
+    review_prompt = next(q for q in script.prompts if "careful reviewer" in q)
+    assert "act_1's Context:\nReasoning..." in review_prompt                  # the review read the old act_1
+    strict = Script([[first], [_review_then_refine(2)], [ORGANIZE]])
+    _, preds_s, _ = run_dyflow(tmp_path / "strict", strict, params={"validation": "strict", "max_reasks": 1})
+    s1s = preds_s[0]["trace"]["stages"][1]
+    assert [a["status"] for a in s1s["attempts"]] == ["invalid", "invalid"] and "cycle" in s1s["attempts"][0]["error"]
+
+
+def test_release_validation_a_missing_key_fails_that_operator_and_unknown_types_run_default(tmp_path, tiny_data):
+    stage1 = stage_json(1, [("GENERATE_ANSWER", ["original_problem", "act_9"], "act_1"),   # act_9 does not exist
+                            ("SOLVE_IT", ["original_problem"], "act_2")])                  # unknown: DEFAULT
+    script = Script([[stage1], [ORGANIZE.replace('"act_1"]', '"act_2"]')]])
+    _, preds, _ = run_dyflow(tmp_path, script)
+    tr = preds[0]["trace"]
+    s0 = tr["stages"][0]
+    assert [a["status"] for a in s0["attempts"]] == ["valid"] and tr["designer_calls"] == 2
+    assert "SOLVE_IT" in s0["attempts"][0]["fixes"][0] and "DEFAULT" in s0["attempts"][0]["fixes"][0]
+    assert [(e["template"], e.get("error")) for e in s0["executed"]] == [
+        ("GENERATE_ANSWER", "input data not found: act_9"), ("DEFAULT", None)]
+    assert "act_1" not in tr["memory"] and "act_2" in tr["memory"]
+    assert any("op_1_1 (GENERATE_ANSWER) failed: input data not found: act_9" in e for e in tr["errors"])
+    assert "input data not found: act_9" in tr["stages"][1]["summary"]          # s_t holds the error
+    assert tr["terminated_by"] == "organize"
+
+
+def test_organize_may_join_other_operators_once_the_stage_5_notice_asks_for_it(tmp_path, tiny_data):
+    """The stage-5/6 notice tells the designer to include ORGANIZE_SOLUTION: neither validation rejects it."""
+    def designer(m, s):
+        n = stage_count(m) + 1
+        if n < 5:
+            return stage_json(n, [("GENERATE_ANSWER", ["original_problem"], f"act_{n}")])
+        return stage_json(n, [("REVIEW_SOLUTION", ["original_problem", "act_4"], "act_5"),
+                              ("ORGANIZE_SOLUTION", ["act_4", "act_5"], "act_6")])
+    for validation in ("release", "strict"):
+        _, preds, _ = run_dyflow(tmp_path / validation, Script(designer=designer), params={"validation": validation})
+        tr = preds[0]["trace"]
+        assert tr["terminated_by"] == "organize" and tr["n_stages"] == 5 and tr["designer_calls"] == 5, validation
