@@ -465,12 +465,16 @@ def table8(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
 
 
 def table9(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
+    """Designer with designer: the paper's Table 9 columns are the designer's own tokens and $ (its MATH GPT-4.1
+    row is Table 8's "DyFlow (D.)" training row, its DyPlanner row the D. inference row), so the compared columns
+    are the designer role's (metrics.json by_role); the executor, summariser and whole run stand beside."""
     t, t2 = spec["table9"], spec["table2"]
     rows2 = {r["label"]: r for r in t2["rows"]}
     labels = spec["benchmark_labels"]
     table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)}",
-                  columns=["Benchmark", "Designer", "Input tokens", "Output tokens", "Cost ($)", "designer in/out",
-                           "executor in/out", "summarizer in/out", "paper in / out / $"],
+                  columns=["Benchmark", "Designer", "Designer input tokens", "Designer output tokens", "Designer cost ($)",
+                           "paper (designer) in / out / $", "executor in/out", "summarizer in/out",
+                           "whole run in / out / $"],
                   label=f"tab:dyflow-table9-{backbone}")
     for b in spec["benchmarks"]:
         for d in t["designers"]:
@@ -478,19 +482,27 @@ def table9(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             a = res.agg(row.get("experiment") or t2["experiment"], b, row["method"], backbone)
             tot = _role_sums(a)
             per = {r: _role_sums(a, [r]) for r in ("designer", "executor", "summarizer")}
+            des = per["designer"]
             ref = (t.get("reference") or {}).get(b, {}).get(d)
             io = lambda s: "—" if s is None else f"{_tok(s['prompt_tokens'])} / {_tok(s['completion_tokens'])}"  # noqa: E731
-            table.rows.append([labels[b], d, *(["—"] * 3 if tot is None else
-                                               [_tok(tot["prompt_tokens"]), _tok(tot["completion_tokens"]), _usd(tot["cost_usd"])]),
-                               io(per["designer"]), io(per["executor"]), io(per["summarizer"]),
-                               "—" if not ref else f"{_tok(ref[0])} / {_tok(ref[1])} / {_usd(ref[2])}"])
+            table.rows.append([labels[b], d, *(["—"] * 3 if des is None else
+                                               [_tok(des["prompt_tokens"]), _tok(des["completion_tokens"]),
+                                                _usd(des["cost_usd"])]),
+                               "—" if not ref else f"{_tok(ref[0])} / {_tok(ref[1])} / {_usd(ref[2])}",
+                               io(per["executor"]), io(per["summarizer"]),
+                               "—" if tot is None else f"{io(tot)} / {_usd(tot['cost_usd'])}"])
             records.append({"table": "table9", "backbone": backbone, "row": d, "method": row["method"], "benchmark": b,
-                            "status": "ok" if tot else "missing", "value": json.dumps({"total": tot, **per}),
+                            "status": "ok" if des else "missing", "value": json.dumps({"total": tot, **per}),
+                            "paper": json.dumps(ref) if ref else None,
                             "n_problems": a.n_problems, "sources": ";".join(a.sources(res.root)),
-                            "reason": None if tot else row_needs(spec, row, backbone)[1] or "not run yet"})
+                            "reason": None if des else (row_needs(spec, row, backbone)[1] or
+                                                        ("no designer calls recorded" if tot else "not run yet"))})
     why = {r["row"]: r["reason"] for r in records if r.get("table") == "table9" and r.get("reason")}
-    table.notes = ["Whole-run tokens and $ of each designer's DyFlow runs (Table 2's runs), with the split per role "
-                   "(metrics.json by_role). The summariser f_summary is a role of its own here (the release hides its cost).",
+    table.notes = ["Designer with designer: the first three columns are the designer role's tokens and $ of each "
+                   "designer's DyFlow runs (Table 2's runs; metrics.json by_role), the paper's columns are its "
+                   "designer's (its MATH GPT-4.1 row is Table 8's DyFlow (D.) training row, its DyPlanner row the D. "
+                   "inference row). The executor, the summariser f_summary (a role of its own here; the release "
+                   "hides its cost) and the whole run stand beside, with nothing in the paper to compare.",
                    *[f"— {d}: {w}" for d, w in why.items()]]
     return table
 

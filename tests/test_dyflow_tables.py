@@ -313,3 +313,16 @@ def test_protocol_line_comes_from_what_the_runs_recorded(tmp_path: Path):
     line = next(n for n in t.notes if n.startswith("Protocol (recorded by the runs)"))
     assert "PubMedQA: split test, extraction dyflow_release, every problem" in line
     assert "HumanEval: split full, limit 2 (CoT); split test, limit 2 (AFlow)" in line
+
+
+def test_table9_compares_designer_with_designer(results: Path, tmp_path: Path):
+    """The paper's Table 9 columns are the designer's (its MATH GPT-4.1 row is Table 8's DyFlow (D.) training row):
+    ours beside them are the designer role's, never the all-roles totals."""
+    spec = dt.load_spec()
+    assert spec["table9"]["reference"]["math_l5"]["GPT-4.1"] == spec["table8"]["reference"]["DyFlow (D.)"]["training"]
+    assert spec["table9"]["reference"]["math_l5"]["DyPlanner"] == spec["table8"]["reference"]["DyFlow (D.)"]["inference"]
+    t = dt.write_all(results, ["table9"], ["local"], tmp_path / "out")["tables"]["table9"][0]
+    row = next(r for r in t.rows if r[0] == "MATH" and r[1] == "DyPlanner")
+    assert row[2:6] == ["1,000", "200", "0.0100", "773,625 / 225,737 / 0.0900"]   # designer vs the paper's designer
+    assert row[6:9] == ["3,000 / 900", "500 / 100", "4,500 / 1,200 / 0.0310"]     # other roles and the whole run beside
+    assert t.columns[2] == "Designer input tokens" and "Designer with designer" in t.notes[0]
