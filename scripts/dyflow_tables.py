@@ -11,7 +11,8 @@ Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|oper
 ``backbone``, ``size`` (embedded|paper; default from the backbone), ``results_root``, ``out``, ``seeds``,
 ``limit``, ``methods``, ``benchmarks`` (comma lists narrowing the plan), ``protocol`` (paper: the paper's / release's
 measurement, default; ours: the benchmark configs' rules, experiments ``<name>-ours``; every table prints the protocol
-its runs recorded); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
+its runs recorded; under ``paper`` the judge-scored benchmarks show the LLM judge's score with the rule-based one on a
+``↳ rule-based score`` row); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
 ``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
 ``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
 shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
@@ -32,7 +33,7 @@ import yaml
 from dyflow.counts import KEYS as DYFLOW_COUNTS
 from dyflow.counts import note as dyflow_note
 from dyflow.counts import run_counts as dyflow_run_counts
-from scripts.collect import Agg, RunIndex
+from scripts.collect import Agg, RunIndex, SeedRun
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
 from scripts.table1 import cell_text
@@ -43,7 +44,8 @@ OPTIONS = {"table": "all", "run": "false", "dry_run": "false", "backbone": "loca
            "results_root": "results", "out": None, "seeds": None, "limit": None, "methods": None, "benchmarks": None, "protocol": None}
 # Table 1's extra row: DyFlow with the untrained designer (the run's own model), the same runs as Table 2's base row
 UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experiment": "dyflow_table2-base"}
-CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "n_problems",
+CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "scorer", "rule_mean", "mean", "ci_low",
+              "ci_high", "n_problems",
               "n_seeds", "n_errors", "invalid_designs", "stages_given_up", "fallback_answers", "review_answers",
               "paper", "diff", "value", "reason", "sources"]
 
@@ -81,6 +83,65 @@ def protocol_overrides(prot: dict[str, Any], method: str, bench: str, trained_on
     return out
 
 
+def role_overrides(prot: dict[str, Any], method: str, bench: str, backbone: str) -> tuple[list[str], str | None]:
+    """The judge (and, on DyFlow runs off the embedded model, the summariser) the protocol binds, and why one
+    could not be bound (its backbone config is missing)."""
+    out: list[str] = []
+    why = None
+    judge = prot.get("judge") or {}
+    if bench in (judge.get("benchmarks") or []):
+        jb = judge.get("embedded") if _is_embedded(backbone) else judge.get("api")
+        if jb and (CONFIGS / "backbone" / f"{jb}.yaml").exists():
+            out.append(f"backbone@roles.judge={jb}")
+        elif jb:
+            why = f"judge {jb}: no configs/backbone/{jb}.yaml (the rule-based score is the headline)"
+    sb = (prot.get("summarizer") or {}).get("api")
+    if sb and not _is_embedded(backbone) and "summarizer" in ((method_config(method) or {}).get("roles") or []):
+        if (CONFIGS / "backbone" / f"{sb}.yaml").exists():
+            out.append(f"backbone@roles.summarizer={sb}")
+        else:
+            why = (why + "; " if why else "") + f"summarizer {sb}: no configs/backbone/{sb}.yaml"
+    return out, why
+
+
+def _judge_scores(r: SeedRun) -> dict[str, float] | None:
+    """Answered problem id -> the judge's score, or None unless every answered prediction has a parsed verdict."""
+    out = {}
+    for p in r.predictions():
+        if p.get("status", "ok") == "error":
+            continue
+        j = p.get("judge") if isinstance(p.get("judge"), dict) else {}
+        if j.get("score") is None:
+            return None
+        out[p["id"]] = float(j["score"])
+    return out
+
+
+class JudgedRun(SeedRun):
+    """A run read through its LLM judge: ``score_pct`` and the per-problem scores are the judge's."""
+
+    @property
+    def score_pct(self) -> float | None:   # type: ignore[override]
+        s = _judge_scores(self)
+        return None if not s else 100.0 * sum(s.values()) / len(s)
+
+    def problem_scores(self) -> dict[str, float]:
+        return _judge_scores(self) or {}
+
+
+def judged(a: Agg) -> Agg | None:
+    """The cell read through the judge, or None when no run of it was judged."""
+    if not a.runs or not any(isinstance(p.get("judge"), dict) for r in a.runs for p in r.predictions()):
+        return None
+    return Agg([JudgedRun(r.seed, r.dir, r.metrics, r._preds, r._config) for r in a.runs])
+
+
+def _judge_label(a: Agg) -> str:
+    names = sorted({str(((r.config().get("roles") or {}).get("judge") or {}).get("model")
+                         or ((r.config().get("roles") or {}).get("judge") or {}).get("name") or "?") for r in a.runs})
+    return ", ".join(names)
+
+
 def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], labels: dict[str, str]) -> str | None:
     """One line per table, from what the runs recorded (config.yaml, metrics.json): per benchmark the split, the
     problems scored of those selected, and the extraction rule, with the rows that ran each."""
@@ -93,6 +154,12 @@ def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], la
                 bc = r.config().get("benchmark") or {}
                 key = f"split {bc.get('split', '?')}" + (f", extraction {bc['extraction']}" if bc.get("extraction") else "")
                 key += f", limit {bc['limit']}" if bc.get("limit") is not None else ", every problem"
+                if any(isinstance(p.get("judge"), dict) for p in r.predictions()):
+                    jr = ((r.config().get("roles") or {}).get("judge") or {})
+                    key += (f", headline = LLM judge {jr.get('model') or jr.get('name') or '?'} (the paper: "
+                            "gpt-4.1-mini), rule-based score on the ↳ rule row")
+                elif (bc.get("judge") or {}).get("enabled"):
+                    key += ", headline = rule-based (no judge ran; the paper: judge gpt-4.1-mini)"
                 if label not in groups.setdefault(key, []):
                     groups[key].append(label)
         if groups:
@@ -221,11 +288,12 @@ def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
 
 
 def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
-                extra_rows: list[dict[str, Any]] | None = None) -> Table:
+                extra_rows: list[dict[str, Any]] | None = None, protocol: dict[str, Any] | None = None) -> Table:
     """Methods x the five benchmarks + Avg, best bold, the paper's row and Δ under each row it reports."""
     t = spec[key]
     benches = spec["benchmarks"]
     labels = spec["benchmark_labels"]
+    judge_benches = [b for b in benches if b in ((protocol or {}).get("judge") or {}).get("benchmarks", [])]
     ref = (t.get("reference") or {}).get("rows", {})
     table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n)",
                   columns=["Method", *[labels[b] for b in benches], "Avg"], label=f"tab:dyflow-{key}-{backbone}")
@@ -234,6 +302,12 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         _, reason = row_needs(spec, row, backbone)
         exp = row.get("experiment") or t["experiment"]
         aggs = {b: res.agg(exp, b, row["method"], backbone) for b in benches}
+        rule = {}
+        for b in judge_benches:   # the paper's judge-scored benchmarks: the judge is the cell, the rule beside
+            j = judged(aggs[b])
+            if j is not None:
+                rule[b], aggs[b] = aggs[b], j
+        row = {**row, "_rule": rule}
         if reason is None and not any(a.runs for a in aggs.values()):
             reason = "implemented, not run yet on this backbone"
         if reason and any(a.runs for a in aggs.values()):
@@ -276,6 +350,14 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         cells.append(Cell(fmt(avg), bold=avg is not None and best["avg"] is not None and round(avg, 6) == best["avg"])
                      if avg is not None else "—")
         table.rows.append(cells)
+        if row["_rule"]:   # the rule-based score of the judge-scored cells, beside the judge's
+            table.rows.append(["↳ rule-based score", *[cell_text(row["_rule"][b]) if b in row["_rule"] else ""
+                                                      for b in benches], ""])
+            for rec in records:
+                if rec["table"] == key and rec["row"] == row["label"] and rec["benchmark"] in row["_rule"] \
+                        and rec["backbone"] == backbone:
+                    rec["scorer"] = "judge"
+                    rec["rule_mean"] = row["_rule"][rec["benchmark"]].mean
         if _is_dyflow(row.get("method")) and any(a.runs for a in aggs.values()):
             under = ["↳ designer failures / fallback answers"]
             for b in benches:
@@ -701,7 +783,11 @@ def plan_items(spec: dict[str, Any], table: str, backbone: str, size: dict[str, 
             skipped.append(f"{label} / {bench}: {bench_missing(bench)}")
             return
         lim = _limit(size, method, opts.get("limit")) if limit == "size" else limit
-        extra = [*protocol_overrides(prot, method, bench, trained_on, whole_split), *searched_overrides(spec, method),
+        roles_ov, why = role_overrides(prot, method, bench, bb)
+        if why:
+            skipped.append(f"{label} / {bench}: runs, but {why}")
+        extra = [*protocol_overrides(prot, method, bench, trained_on, whole_split), *roles_ov,
+                 *searched_overrides(spec, method),
                  *((size.get("method_overrides") or {}).get(method) or []), *extra]
         exp = exp + str(prot.get("experiment_suffix") or "")
         for s in seeds:
@@ -803,7 +889,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
             for bb in backbones:
                 if key in ("table1", "table2", "table4"):
                     extra = [UNTRAINED] if key == "table1" else None
-                    ts.append(score_table(res, spec, key, bb, records, extra))
+                    ts.append(score_table(res, spec, key, bb, records, extra, prot))
                 elif key == "table3":
                     ts.append(table3(res, spec, bb, records))
                 elif key == "table8":

@@ -326,3 +326,51 @@ def test_table9_compares_designer_with_designer(results: Path, tmp_path: Path):
     assert row[2:6] == ["1,000", "200", "0.0100", "773,625 / 225,737 / 0.0900"]   # designer vs the paper's designer
     assert row[6:9] == ["3,000 / 900", "500 / 100", "4,500 / 1,200 / 0.0310"]     # other roles and the whole run beside
     assert t.columns[2] == "Designer input tokens" and "Designer with designer" in t.notes[0]
+
+
+def test_paper_protocol_binds_the_judge_on_the_judged_benchmarks_and_the_summariser_off_embedded():
+    spec = dt.load_spec()
+    size = spec["sizes"]["embedded"]
+    by = _by(dt.plan_items(spec, "table1", "local", size, {"methods": "cot,dyflow"}, [])[0])
+    for b in ("socialmaze", "math_l5", "livebench"):
+        assert "backbone@roles.judge=local" in by[("cot", b)]           # embedded: the embedded model judges
+    assert not any("roles.judge" in o for o in by[("cot", "pubmedqa")] + by[("cot", "humaneval_dyflow")])
+    assert not any("roles.summarizer" in o for o in by[("dyflow", "math_l5")])   # embedded: the run's own model
+    items, skipped = dt.plan_items(spec, "table1", "vllm", spec["sizes"]["paper"], {"methods": "cot,dyflow"}, [])
+    api = _by(items)
+    assert "backbone@roles.summarizer=gpt-4o-mini" in api[("dyflow", "pubmedqa")]   # the paper's f_summary model
+    assert not any("roles.summarizer" in o for o in api[("cot", "pubmedqa")])      # CoT has no summariser role
+    if not (dt.CONFIGS / "backbone" / "gpt-4.1-mini.yaml").exists():   # the paper's judge, when configured
+        assert any("judge gpt-4.1-mini: no configs/backbone/gpt-4.1-mini.yaml" in s for s in skipped)
+    ours = _by(dt.plan_items(spec, "table1", "local", size, {"methods": "cot", "protocol": "ours"}, [])[0])
+    assert not any("roles.judge" in o for ov in ours.values() for o in ov)
+
+
+def test_judge_scored_cells_show_the_judge_with_the_rule_based_score_beside(tmp_path: Path):
+    import yaml
+
+    root = tmp_path / "results"
+    d = fake_run(root, "dyflow_table1", "math_l5", "cot", [1.0, 0.0, 0.0, 0.0])       # rule: 25 %
+    preds = [json.loads(x) for x in (d / "predictions.jsonl").read_text().splitlines()]
+    for p, verdict in zip(preds, (1.0, 1.0, 1.0, 0.0)):                                 # judge: 75 %
+        p["judge"] = {"score": verdict, "verdict": "true" if verdict else "false"}
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    (d / "config.yaml").write_text(yaml.safe_dump({
+        "benchmark": {"name": "math_l5", "split": "test", "limit": 4, "judge": {"enabled": True}},
+        "method": {"name": "cot"}, "backbone": {"name": "local"}, "roles": {"judge": {"name": "local"}}, "seed": 42}))
+    d2 = fake_run(root, "dyflow_table1", "livebench", "cot", [1.0, 0.0])              # not judged: rule headline
+    (d2 / "config.yaml").write_text(yaml.safe_dump({
+        "benchmark": {"name": "livebench", "split": "test", "limit": 2, "judge": {"enabled": True}},
+        "method": {"name": "cot"}, "backbone": {"name": "local"}, "seed": 42}))
+    res = dt.write_all(root, ["table1"], ["local"], tmp_path / "out")
+    t = res["tables"]["table1"][0]
+    i = next(k for k, r in enumerate(t.rows) if txt(r[0]) == "CoT")
+    assert txt(t.rows[i][3]).startswith("75.0 [")                                    # the judge's score is the cell
+    assert t.rows[i + 1][0] == "↳ rule-based score" and t.rows[i + 1][3].startswith("25.0 [")
+    assert txt(t.rows[i][4]).startswith("50.0 [") and t.rows[i + 1][4] == ""         # LiveBench: rule, no judge ran
+    line = next(n for n in t.notes if n.startswith("Protocol (recorded by the runs)"))
+    assert "MATH: split test, limit 4, headline = LLM judge local (the paper: gpt-4.1-mini)" in line
+    assert "LiveBench: split test, limit 2, headline = rule-based (no judge ran" in line
+    recs = list(__import__("csv").DictReader((tmp_path / "out" / "table1.csv").open()))
+    m = next(r for r in recs if r["row"] == "CoT" and r["benchmark"] == "math_l5")
+    assert m["scorer"] == "judge" and float(m["mean"]) == 75.0 and float(m["rule_mean"]) == 25.0
