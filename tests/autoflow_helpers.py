@@ -39,7 +39,7 @@ def aflow_spec(tmp_path: Path, **params: Any):
     method = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
               "params": {"artifact": "unused"}, "roles": ["executor"],
               "search": {"optimiser": "baselines.autoflow.aflow:AFlow", "split": "validate",
-                         "params": {"rounds": 3, "validate_runs": 2, "check_convergence": False,
+                         "params": {"rounds": 2, "validate_runs": 2, "check_convergence": False,
                                     "limits": {"idle_timeout_s": 10}, **params}}}
     spec = make_spec(tmp_path, method)
     spec.benchmark_cfg["splits"] = {"validate": "tiny/validate.jsonl", "test": "tiny/test.jsonl"}

@@ -120,7 +120,7 @@ def test_resume_mid_search_replays_finished_rounds(tiny):
 
 
 def test_a_hostile_round_scores_zero_and_the_search_goes_on(tiny):
-    spec = aflow_spec(tiny, rounds=3)
+    spec = aflow_spec(tiny, rounds=2)
     script = AFlowScript([(HOSTILE_GRAPH, ""), (GOOD_GRAPH, 'SOLVE_PROMPT = "Think. "')])
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(script)))
     bad = doc["history"][1]
@@ -134,7 +134,7 @@ def test_a_hostile_round_scores_zero_and_the_search_goes_on(tiny):
 
 
 def test_frozen_workflow_runs_on_test_like_any_method(tiny):
-    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    spec = aflow_spec(tiny, rounds=1, validate_runs=1)
     asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     test_spec = aflow_spec(tiny)
@@ -160,7 +160,7 @@ def test_frozen_workflow_runs_on_test_like_any_method(tiny):
 
 
 def test_the_frozen_workflow_refuses_problems_the_search_scored(tiny):
-    spec = aflow_spec(tiny, rounds=1, validate_runs=1)
+    spec = aflow_spec(tiny, rounds=1, rounds_count="graphs", validate_runs=1)
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     assert doc["validate_ids"] == ["v0", "v1", "v2", "v3"]
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
@@ -200,13 +200,13 @@ def test_seed_graph_is_the_released_one_else_the_domains():
 
 
 def test_a_benchmark_without_a_released_graph_starts_from_its_domains_and_says_so(tiny):
-    spec = aflow_spec(tiny, rounds=1, validate_runs=1)        # "tiny": an EchoBenchmark, domain qa
+    spec = aflow_spec(tiny, rounds=1, rounds_count="graphs", validate_runs=1)        # "tiny": an EchoBenchmark, domain qa
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     assert doc["extra"]["seed_graph"] == {"dataset": "DROP", "rule": "domain qa", "released_for_benchmark": False}
     (h,) = doc["history"]
     assert h["modification"] == "seed (released round 1 of DROP)" and "import workspace.DROP.workflows" in h["graph"]
     assert doc["workflow"]["params"]["dataset"] == "DROP"
-    forced = asyncio.run(run_search(aflow_spec(tiny / "f", rounds=1, validate_runs=1, seed_graph="HotpotQA"),
+    forced = asyncio.run(run_search(aflow_spec(tiny / "f", rounds=1, rounds_count="graphs", validate_runs=1, seed_graph="HotpotQA"),
                                     backbone=ScriptedBackbone(AFlowScript())))
     assert forced["extra"]["seed_graph"]["dataset"] == "HotpotQA" and forced["search_config"]["params"]["seed_graph"] == "HotpotQA"
 
@@ -229,7 +229,7 @@ class _Paced(ScriptedBackbone):
 def test_the_error_log_and_so_the_optimiser_prompt_do_not_depend_on_completion_order(tiny):
     prompts = []
     for name, delays in (("a", {0: 0.0, 1: 0.1, 2: 0.2, 3: 0.3}), ("b", {0: 0.3, 1: 0.2, 2: 0.1, 3: 0.0})):
-        spec = aflow_spec(tiny / name, rounds=2, validate_runs=1, log_samples=3)
+        spec = aflow_spec(tiny / name, rounds=1, validate_runs=1, log_samples=3)
         script = AFlowScript()
         asyncio.run(run_search(spec, backbone=_Paced(script, delays)))
         state = json.loads((search_dir(spec, spec.method_cfg["search"]) / "search_state.json").read_text())
@@ -239,7 +239,7 @@ def test_the_error_log_and_so_the_optimiser_prompt_do_not_depend_on_completion_o
 
 
 def test_search_cost_is_the_fresh_calls_when_a_resumed_search_replays_the_cache(tiny):
-    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    spec = aflow_spec(tiny, rounds=1, validate_runs=1)
     first = ScriptedBackbone(AFlowScript())
     doc = asyncio.run(run_search(spec, backbone=first))
     assert doc["search_cost"]["total"]["calls"] == len(first.requests) == 1 + 2 * 4
@@ -255,7 +255,7 @@ def test_search_cost_is_the_fresh_calls_when_a_resumed_search_replays_the_cache(
 
 
 def test_a_search_answered_from_another_runs_cache_still_counts_those_calls(tiny):
-    spec = aflow_spec(tiny, rounds=2, validate_runs=1)
+    spec = aflow_spec(tiny, rounds=1, validate_runs=1)
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     import shutil
 

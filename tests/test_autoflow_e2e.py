@@ -1,4 +1,4 @@
-"""End-to-end: a tiny AFlow search (2 rounds, 1 validate run, 1 GSM8K validate problem) through the real
+"""End-to-end: a tiny AFlow search (the seed + 1 proposal, 1 validate run, 1 GSM8K validate problem) through the real
 Hydra config, HTTP client, embedded model, sandbox channel, cache and ledger; then the frozen workflow on
 1 test problem via ``python -m harness.run``'s path. Sizes are cut for CI (the paper's are in
 configs/method/aflow.yaml and unit-tested with the scripted double)."""
@@ -15,7 +15,7 @@ from tests.conftest import check_run_files, run_e2e
 
 # the optimiser's prompt (~1.2k tokens even so) dominates: no error-log entries, one operator described
 TINY = ["method=aflow", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=32",
-        "method.search.params.rounds=2", "method.search.params.validate_runs=1",
+        "method.search.params.rounds=1", "method.search.params.validate_runs=1",
         "method.search.params.max_regenerations=1", "method.search.params.optimizer_max_tokens=16",
         "method.search.params.log_samples=0", "method.search.params.operators=[Custom]"]
 

@@ -95,7 +95,7 @@ def test_a_workflow_that_reads_the_gold_scores_what_the_backbone_earns(tmp_path,
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(data))
     graph = graph.replace("DATA", repr(str(data)))
     script = WrongBackbone(graph, str(data))
-    spec = aflow_spec(tmp_path, rounds=2, validate_runs=1)
+    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(script)))
     rounds = {h["round"]: h for h in doc["history"]}
     assert rounds[2]["modification"] == "read the answers", how

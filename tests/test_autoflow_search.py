@@ -50,7 +50,7 @@ def test_artifact_is_versioned_and_checked(tmp_path):
 def test_an_infrastructure_error_in_a_validate_run_stops_the_search(tmp_path, monkeypatch):
     write_tiny_splits(tmp_path / "data")
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
-    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
+    spec = aflow_spec(tmp_path, rounds=1, rounds_count="graphs", validate_runs=1)
 
     def dead(messages, sampling):
         if "What is 2+" in messages[-1]["content"]:
@@ -67,7 +67,7 @@ def _train_test_spec(tmp_path, monkeypatch, split: str):
     write_tiny_splits(tmp_path / "data")
     (tmp_path / "data" / "tiny" / "validate.jsonl").rename(tmp_path / "data" / "tiny" / "train.jsonl")
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
-    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
+    spec = aflow_spec(tmp_path, rounds=1, rounds_count="graphs", validate_runs=1)
     spec.benchmark_cfg["splits"] = {"train": "tiny/train.jsonl", "test": "tiny/test.jsonl"}
     spec.method_cfg["search"]["split"] = split
     return spec
@@ -233,7 +233,7 @@ def test_shared_with_test_exclude_searches_without_the_shared_problems(tmp_path,
     rows = [json.loads(x) for x in val.read_text().splitlines()]
     rows[1] = {"id": "v1", "q": "what is 11+11? ", "a": "22"}   # the test file's t1, under another id
     val.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    spec = aflow_spec(tmp_path, rounds=1, validate_runs=1)
+    spec = aflow_spec(tmp_path, rounds=1, rounds_count="graphs", validate_runs=1)
     with pytest.raises(SearchSplitError, match="shared_with_test=exclude"):
         asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     spec.method_cfg["search"]["shared_with_test"] = "exclude"

@@ -16,8 +16,14 @@ Facts from the authors' code (FoundationAgents/AFlow @364399e: ``scripts/optimiz
   ``<prompt>`` in XML; a modification already tried on that parent is regenerated.
 - The child is evaluated ``validate_runs`` times; its mean score back-propagates as experience to the
   parent (``succeed`` = child mean > parent mean).
-- The search stops after ``rounds`` rounds or at convergence (top-3 mean unchanged within z·σ for 5
-  consecutive rounds, z = 0; ``run.py`` turns the check on).
+- The search stops after ``rounds`` optimiser proposals (``Optimizer.optimize``: ``max_rounds`` iterations, each
+  proposing round ``self.round + 1``; so rounds 2..21 for 20, ``rounds_count: proposals``) or at convergence (top-3
+  mean unchanged within z·σ for 5 consecutive rounds, z = 0; ``run.py`` turns the check on).
+- A graph that raises on a problem is re-run, up to 5 attempts, before it scores 0 (``benchmarks/*.py``
+  ``_generate_output``: tenacity ``stop_after_attempt(5)``; ``crash_attempts``), in the search and on test.
+- The optimiser reads each operator as the dataset's own ``template/operator.json`` writes it, and the graph runs
+  that template's operators (DROP/HotpotQA: ``ScEnsemble(solutions)`` with their own prompt;
+  ``operator_templates: dataset``).
 
 Generated graphs run only in the sandbox (:mod:`baselines.autoflow.workflow`); deviations are listed in
 ``baselines/README.md`` (AFlow row) and ``configs/method/aflow.yaml``.
@@ -188,11 +194,12 @@ def solve_graph(graph: str) -> str:
     return m.group(0) if m else graph
 
 
-def operator_description(names: list[str]) -> str:
-    """``"<i>. <name>: <description>, with interface <interface>)."`` per operator (AFlow's own format)."""
+def operator_description(names: list[str], dataset: str | None = None, mode: str = "dataset") -> str:
+    """``"<i>. <name>: <description>, with interface <interface>)."`` per operator (AFlow's own format), as the
+    dataset's ``workspace/<dataset>/workflows/template/operator.json`` writes it (``mode`` ``shared``: one table)."""
     lines = []
     for i, name in enumerate(names, 1):
-        d = ops_mod.DESCRIPTIONS[name]
+        d = ops_mod.describe(name, dataset, source="aflow", mode=mode)
         lines.append(f"{i}. {name}: {d['description']}, with interface {d['interface']}).")
     return "\n".join(lines) + "\n"
 
@@ -303,10 +310,22 @@ class AFlow:
                  optimizer_max_tokens: int | None = None, operators: list[str] | None = None,
                  question_type: str | None = None, mismatch_f1: float = 0.3, limits: dict[str, Any] | None = None,
                  executor_sampling: dict[str, Any] | None = None, validate_limit: int | None = None,
-                 seed_graph: str = "auto", seed_by_domain: dict[str, str] | None = None) -> None:
+                 seed_graph: str = "auto", seed_by_domain: dict[str, str] | None = None,
+                 rounds_count: str = "proposals", crash_attempts: int = 5,
+                 operator_templates: str = "dataset") -> None:
         if rounds < 1 or validate_runs < 1 or sample < 1:
             raise ValueError("aflow: rounds, validate_runs and sample must be >= 1")
+        if rounds_count not in ("proposals", "graphs"):
+            raise ValueError(f"aflow: rounds_count={rounds_count!r}: proposals (the release: rounds optimiser "
+                             "proposals after the seed) or graphs (rounds graphs, the seed among them)")
+        ops_mod._check_mode(operator_templates)
         self.rounds, self.validate_runs, self.sample = int(rounds), int(validate_runs), int(sample)
+        self.rounds_count = rounds_count
+        # the last round number: the release's Optimizer.optimize runs max_rounds iterations, each proposing round
+        # self.round + 1 (round 1, the seed, is evaluated in the first), so 20 proposals and 21 graphs
+        self.last_round = self.rounds + 1 if rounds_count == "proposals" else self.rounds
+        self.crash_attempts = int(crash_attempts)
+        self.operator_templates = operator_templates
         self.alpha, self.lam = float(alpha), float(lambda_)
         self.check_convergence = bool(check_convergence)
         self.conv = (int(convergence_top_k), float(convergence_z), int(convergence_rounds))
@@ -330,7 +349,8 @@ class AFlow:
         """The method config a round's graph runs as (and, frozen, the artifact's workflow)."""
         return {"solver": WORKFLOW_SOLVER,
                 "params": {"graph": graph, "prompt": prompt, "role": "executor", "dataset": dataset,
-                           "limits": self.limits, "sampling": self.executor_sampling}}
+                           "limits": self.limits, "sampling": self.executor_sampling,
+                           "crash_attempts": self.crash_attempts, "operator_templates": self.operator_templates}}
 
     def _mismatch(self, pred: dict[str, Any], questions: dict[str, str], domain: str) -> bool:
         if pred.get("status") != "ok":
@@ -366,7 +386,8 @@ class AFlow:
         qtype = self.question_type or domain
         text = OPTIMIZE_INPUT.format(experience=format_experience(exp, parent["round"]), score=parent["score"],
                                      graph=solve_graph(prow["graph"]), prompt=prow["prompt"],
-                                     operator_description=operator_description(self._operators(domain)),
+                                     operator_description=operator_description(self._operators(domain), dataset,
+                                                                               self.operator_templates),
                                      type=qtype, log=log_text)
         prompt = text + CUSTOM_USE + OPTIMIZE_SYSTEM.format(type=qtype) + XML_FORMAT
         tried = set() if not exp else {v["modification"] for part in ("success", "failure")
@@ -390,7 +411,7 @@ class AFlow:
         seed = choose_seed(sctx.benchmark_name, domain, self.seed_graph, self.seed_by_domain)
         dataset = seed["dataset"]
         st = sctx.resume() or {"rounds": {}, "experience": {}, "next_round": 1, "stopped": None}
-        while st["next_round"] <= self.rounds and not st["stopped"]:
+        while st["next_round"] <= self.last_round and not st["stopped"]:
             r = st["next_round"]
             if r == 1:
                 graph, prompt = seed_graph(dataset)

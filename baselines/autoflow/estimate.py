@@ -33,13 +33,16 @@ SHAPES = {
 class Workflow:
     def __init__(self, name: str, llm_config, dataset: DatasetType) -> None:
         self.llm = create_llm_instance(llm_config)
+        self.dataset = dataset
         self.custom = operator.Custom(self.llm)
         self.sc_ensemble = operator.ScEnsemble(self.llm)
 
     async def __call__(self, problem: str, *rest):
         sols = await asyncio.gather(*[self.custom(input=problem, instruction=prompt_custom.SOLVE_PROMPT)
                                       for _ in range(3)])
-        best = await self.sc_ensemble(solutions=[s["response"] for s in sols], problem=problem)
+        # DROP/HotpotQA's released ScEnsemble takes the solutions only (their operator.json interface)
+        extra = {} if self.dataset in ("DROP", "HotpotQA") else {"problem": problem}
+        best = await self.sc_ensemble(solutions=[s["response"] for s in sols], **extra)
         return best["response"], self.llm.get_usage_summary()["total_cost"]
 ''',
 }

@@ -8,7 +8,9 @@ Facts taken from bingreeky/MaAS (``maas/ext/maas/models/{controller,utils}.py``,
   linear projection (384 -> 32) of the query's sentence embedding and a linear projection of the operator's
   embedding (layer 0: the operator alone, 384 -> 32; later layers: the operator concatenated with the *first*
   operator chosen in the previous layer, 768 -> 32), softmax over operators. Embeddings: all-MiniLM-L6-v2 of the
-  query and of ``"<id>. <name>: <description>, with interface <interface>."`` per operator.
+  query and of ``"<id>. <name>: <description>, with interface <interface>."`` per operator, as the graph's own
+  template's ``operator.json`` writes it (HumanEval's describes code operators: ``generate(problem, entry_point,
+  instruction)``...; ``operator_templates: dataset``; ``shared``: one table for every graph, our earlier texts).
 - **Sampling** (``sample_operators``): operators drawn without replacement from the layer's distribution until
   their cumulative probability reaches the threshold **0.3**. Layer 0 must start with a Generate-type operator:
   EarlyStop in layer 0 becomes ``[Generate]`` with a **-1.5** log-prob penalty and stops; no Generate-type
@@ -145,6 +147,17 @@ def graph_for(benchmark: str, domain: str, graph: str = "auto") -> str:
         return graph
     base = benchmark.split("_")[0].lower()
     return GRAPH_BY_BENCHMARK.get(base) or GRAPH_BY_DOMAIN.get(domain, "qa")
+
+
+#: the MaAS template folder (scripts/optimized/<dataset>/train/template) whose operator.json a graph's operators are
+#: embedded from; QA has no released template (ours: the shared descriptions)
+TEMPLATE_BY_GRAPH = {"gsm8k": "GSM8K", "math": "MATH", "code": "HumanEval"}
+
+
+def operator_texts(names: list[str], graph: str, mode: str = "dataset") -> list[str]:
+    """The texts MaAS embeds per operator (GraphUtils.load_operators_description_maas: ids from 0), from the graph's
+    template's operator.json (``mode`` ``dataset``; HumanEval's describe code operators) or one shared table."""
+    return [O.description_text(i, n, TEMPLATE_BY_GRAPH.get(graph), mode) for i, n in enumerate(names)]
 
 
 def operators_for(graph: str) -> list[str]:
@@ -296,7 +309,12 @@ class MaasSupernet:
                  graph: str = "auto", threshold: float = 0.3, early_stop_penalty: float = 1.5,
                  embedder: str = "minilm", role: str | None = "executor", temperature: float | None = None,
                  max_tokens: int | None = None, sample_salt: str = "test", programmer_timeout_s: float = 30.0,
-                 qa_instruction: str = "answer_instruction", name: str | None = None) -> None:
+                 qa_instruction: str = "answer_instruction", name: str | None = None,
+                 operator_templates: str = "shared") -> None:
+        # operator_templates defaults to shared: how a controller saved before the option was trained (its artifact
+        # lacks the key); the search writes its own setting into the artifact's workflow
+        O._check_mode(operator_templates)
+        self.operator_templates = operator_templates
         self.name = name or "maas"
         self.controller_path = Path(controller)
         self.controller_sha256 = controller_sha256
@@ -324,7 +342,7 @@ class MaasSupernet:
                 ctrl.eval()
                 emb = ctx.resource(f"maas_embedder:{self.embedder_kind}", lambda: make_embedder(self.embedder_kind))
                 torch = _torch()
-                ops_emb = torch.tensor(emb.embed([O.description_text(i, n) for i, n in enumerate(names)]))
+                ops_emb = torch.tensor(emb.embed(operator_texts(names, graph, self.operator_templates)))
                 self._loaded = {"ctrl": ctrl, "sha": sha, "names": names, "graph": graph, "emb": emb,
                                 "ops_emb": ops_emb}
             return self._loaded
@@ -434,15 +452,18 @@ class MaasOptimiser:
                  embedder: str = "minilm", graph: str = "auto", operators: list[str] | None = None,
                  validate_limit: int | None = None, init_seed: int = 0, role: str | None = "executor",
                  temperature: float | None = None, max_tokens: int | None = None, cost_unit: str = "usd",
-                 programmer_timeout_s: float = 30.0, qa_instruction: str = "answer_instruction") -> None:
+                 programmer_timeout_s: float = 30.0, qa_instruction: str = "answer_instruction",
+                 operator_templates: str = "dataset") -> None:
         if cost_unit not in ("usd", "ktokens"):
             raise ValueError("cost_unit must be usd (released) or ktokens")
+        O._check_mode(operator_templates)
         self.p = dict(repetitions=int(repetitions), batch_size=int(batch_size), lr=float(lr),
                       cost_weight=float(cost_weight), threshold=float(threshold), num_layers=int(num_layers),
                       hidden_dim=int(hidden_dim), early_stop_penalty=float(early_stop_penalty), embedder=embedder,
                       graph=graph, operators=operators, validate_limit=validate_limit, init_seed=int(init_seed),
                       role=role, temperature=temperature, max_tokens=max_tokens, cost_unit=cost_unit,
-                      programmer_timeout_s=programmer_timeout_s, qa_instruction=qa_instruction)
+                      programmer_timeout_s=programmer_timeout_s, qa_instruction=qa_instruction,
+                      operator_templates=operator_templates)
 
     def workflow(self, controller: Path, sha: str | None, names: list[str], salt: str) -> dict[str, Any]:
         p = self.p
@@ -450,7 +471,8 @@ class MaasOptimiser:
                   "threshold": p["threshold"], "early_stop_penalty": p["early_stop_penalty"],
                   "embedder": p["embedder"], "role": p["role"], "temperature": p["temperature"],
                   "max_tokens": p["max_tokens"], "sample_salt": salt,
-                  "programmer_timeout_s": p["programmer_timeout_s"], "qa_instruction": p["qa_instruction"]}
+                  "programmer_timeout_s": p["programmer_timeout_s"], "qa_instruction": p["qa_instruction"],
+                  "operator_templates": p["operator_templates"]}
         return {"name": "maas", "solver": "baselines.autoflow.maas:MaasSupernet", "params": params,
                 "roles": [p["role"]] if p["role"] else [], "label": "MaAS", "deviations": []}
 
@@ -473,7 +495,7 @@ class MaasOptimiser:
         work = Path(sctx.out_dir) / "maas"
         live = work / "controller_live.pt"
         emb = make_embedder(p["embedder"])
-        ops_emb = torch.tensor(emb.embed([O.description_text(i, n) for i, n in enumerate(names)]))
+        ops_emb = torch.tensor(emb.embed(operator_texts(names, graph, p["operator_templates"])))
         dims = {"input_dim": int(ops_emb.shape[1]), "hidden_dim": p["hidden_dim"], "num_layers": p["num_layers"]}
         ctrl = build_controller(**dims, seed=p["init_seed"])
         adam = torch.optim.Adam(ctrl.parameters(), lr=p["lr"])

@@ -32,6 +32,7 @@ import random
 import re
 import weakref
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from evaluators.extract import extract_code
@@ -57,6 +58,16 @@ Several solutions have been generated to address the given question. They are as
 {solutions}
 
 Carefully evaluate these solutions and identify the answer that appears most frequently across them. This consistency in answers is crucial for determining the most reliable solution.
+
+In the "thought" field, provide a detailed explanation of your thought process. In the "solution_letter" field, output only the single letter ID (A, B, C, etc.) corresponding to the most consistent solution. Do not include any additional text or explanation in the "solution_letter" field.
+"""
+
+# AFlow workspace/{DROP,HotpotQA}/workflows/template/op_prompt.py: the QA datasets' own ensemble, without the question
+SC_ENSEMBLE_QA_PROMPT = """
+Several answers have been generated to a same question. They are as follows:
+{solutions}
+
+Identify the concise answer that appears most frequently across them. This consistency in answers is crucial for determining the most reliable solution.
 
 In the "thought" field, provide a detailed explanation of your thought process. In the "solution_letter" field, output only the single letter ID (A, B, C, etc.) corresponding to the most consistent solution. Do not include any additional text or explanation in the "solution_letter" field.
 """
@@ -210,10 +221,14 @@ DESCRIPTIONS: dict[str, dict[str, str]] = {
                                   "retrieve the `code`.",
                    "interface": "programmer(problem: str, analysis: str = 'None') -> dict with keys 'code' and "
                                 "'output' of type str"},
-    "Test": {"description": "Test the solution with test cases, if the solution is correct, return 'no error'; if "
-                            "incorrect, reflect on the solution and the error information",
+    # every released operator.json with Test (AFlow HumanEval/MBPP, MaAS HumanEval, MermaidFlow) says this; the
+    # text we had before came from Test.__call__'s docstring, which no optimiser or controller ever read
+    "Test": {"description": "Tests the solution using public test cases. If the solution fails, it reflects on the "
+                            "errors and attempts to modify the solution. Returns True and the solution if all tests "
+                            "pass after modifications. Returns False and the current solution if it still fails "
+                            "after modifications.",
              "interface": "test(problem: str, solution: str, entry_point: str) -> dict with key 'result' of type "
-                          "bool and 'solution' of type str"},
+                          "bool and key 'solution' of type str"},
     "Review": {"description": "Review the solution's correctness and give feedback.",
                "interface": "review(problem: str, solution: str) -> dict with key 'review_result' of type bool and "
                             "'feedback' of type str"},
@@ -402,6 +417,12 @@ async def sc_ensemble(ctx: Any, solutions: list[str], problem: str, *, stage: st
     i = letter_index(letter, len(sols))
     ops.record("ScEnsemble", n=len(sols), letter=letter, chosen=i, fallback=i is None)
     return {"response": sols[0 if i is None else i], "index": 0 if i is None else i, "fallback": i is None}
+
+
+async def sc_ensemble_qa(ctx: Any, solutions: list[str], *, stage: str = "ScEnsemble") -> dict[str, Any]:
+    """AFlow's DROP/HotpotQA ScEnsemble: the same vote without the question (``sc_ensemble(solutions)``; a
+    ``problem`` argument is a TypeError in the release, an operator error here)."""
+    return await sc_ensemble(ctx, solutions, "", stage=stage, prompt=SC_ENSEMBLE_QA_PROMPT)
 
 
 async def md_ensemble(ctx: Any, solutions: list[str], problem: str, mode: str | None = None, *, vote_count: int = 5,
@@ -599,7 +620,46 @@ MAAS_OPERATORS = {"math": ["Generate", "GenerateCoT", "MultiGenerateCoT", "ScEns
                   "qa": ["Generate", "GenerateCoT", "MultiGenerateCoT", "ScEnsemble", "SelfRefine", "EarlyStop"]}
 
 
-def description_text(index: int, name: str) -> str:
-    """MaAS's operator text for its embedding: ``"<id>. <name>: <description>, with interface <interface>."``"""
-    d = DESCRIPTIONS[name]
+def description_text(index: int, name: str, dataset: str | None = None, mode: str = "shared") -> str:
+    """MaAS's operator text for its embedding: ``"<id>. <name>: <description>, with interface <interface>."``, from
+    MaAS's template of ``dataset`` (GSM8K, MATH, HumanEval) under ``mode`` ``dataset``."""
+    d = describe(name, dataset, source="maas", mode=mode)
     return f"{index}. {name}: {d['description']}, with interface {d['interface']}."
+
+
+# ---- per-dataset templates (each released dataset's own operator.json and operators) ------------------------------
+# AFlow and MaAS ship one template folder per dataset; what the optimiser reads of an operator (AFlow's
+# <operator_description>) and what MaAS's controller embeds come from that dataset's operator.json, and a
+# workflow's operators are that folder's operator.py. ``operator_templates``: ``dataset`` (the release) takes each
+# dataset's own; ``shared`` (ours, earlier) takes DESCRIPTIONS and OPERATORS for every dataset.
+TEMPLATES: dict[str, dict[str, dict[str, dict[str, str]]]] = {
+    k: v for k, v in json.loads((Path(__file__).parent / "prompts" / "operator_templates.json")
+                                .read_text(encoding="utf-8")).items() if not k.startswith("_")}
+#: operators whose released code differs per dataset (AFlow DROP/HotpotQA operator.py: ScEnsemble(solutions))
+DATASET_OPERATORS: dict[str, dict[str, Any]] = {"DROP": {"ScEnsemble": sc_ensemble_qa},
+                                                "HotpotQA": {"ScEnsemble": sc_ensemble_qa}}
+TEMPLATE_MODES = ("dataset", "shared")
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in TEMPLATE_MODES:
+        raise ValueError(f"operator_templates={mode!r}: choose dataset (each dataset's released template) or shared")
+
+
+def describe(name: str, dataset: str | None = None, *, source: str = "aflow", mode: str = "dataset") -> dict[str, str]:
+    """``{description, interface}`` of ``name`` as ``source``'s (aflow | maas) template of ``dataset`` writes it;
+    DESCRIPTIONS where that template has no such operator (or ``mode`` is ``shared``)."""
+    _check_mode(mode)
+    if mode == "dataset" and dataset:
+        own = TEMPLATES.get(source, {}).get(dataset, {}).get(name)
+        if own:
+            return {"description": own["description"], "interface": own["interface"]}
+    return DESCRIPTIONS[name]
+
+
+def operator_for(name: str, dataset: str | None = None, mode: str = "dataset") -> Any:
+    """The operator function a workflow of ``dataset`` calls for ``name`` (its template's code)."""
+    _check_mode(mode)
+    if mode == "dataset" and dataset and name in DATASET_OPERATORS.get(dataset, {}):
+        return DATASET_OPERATORS[dataset][name]
+    return OPERATORS[name]

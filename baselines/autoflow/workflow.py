@@ -36,14 +36,28 @@ def _plain(v: Any, depth: int = 0) -> bool:
 class SandboxedWorkflow:
     """``operators``: the names a workflow may call (None: every operator of the vocabulary, plus ``LLM``);
     ``limits``: :class:`~baselines.autoflow.channel.Limits` fields; ``sampling``: executor sampling defaults
-    for every operator call (AFlow's executor: temperature 0 unless the config says otherwise)."""
+    for every operator call (AFlow's executor: temperature 0 unless the config says otherwise).
+
+    ``crash_attempts``: how many times a *failed workflow* (it crashed, hung, was refused...) runs on one problem
+    before it scores 0; AFlow's benchmarks re-run a raising graph up to 5 times (tenacity
+    ``stop_after_attempt(5)``). Each attempt continues the problem's sample counters, so it makes fresh calls (as
+    a re-run against the API does), never a replay of the crash from the cache. An infrastructure failure is not
+    retried here: it propagates and the problem is an error. ``operator_templates``: ``dataset`` runs ``dataset``'s
+    own operators (AFlow's DROP/HotpotQA ScEnsemble has no question), ``shared`` one set for all. The defaults (1,
+    ``shared``) are how artifacts written before these options ran; AFlow's search writes both explicitly."""
 
     def __init__(self, graph: str, prompt: str = "", *, kind: str = "aflow", role: str | None = "executor",
                  operators: list[str] | None = None, limits: dict[str, Any] | None = None,
                  sampling: dict[str, Any] | None = None, dataset: str | None = None,
-                 answer_description: str = "", name: str = "") -> None:
+                 answer_description: str = "", name: str = "", crash_attempts: int = 1,
+                 operator_templates: str = "shared") -> None:
         if kind not in ("aflow", "adas"):
             raise ValueError(f"workflow kind {kind!r}: aflow (async class Workflow) or adas (def forward)")
+        if int(crash_attempts) < 1:
+            raise ValueError("crash_attempts must be >= 1")
+        self.crash_attempts = int(crash_attempts)
+        ops_mod._check_mode(operator_templates)
+        self.operator_templates = operator_templates
         self.name = name
         self.kind = kind
         self.graph, self.prompt = graph, prompt or ""
@@ -84,7 +98,7 @@ class SandboxedWorkflow:
                 text = await ops.ask(args["prompt"], stage="LLM")
                 ops.record("LLM", prompt=args["prompt"], response=text)
                 return text
-            fn = ops_mod.OPERATORS[op]
+            fn = ops_mod.operator_for(op, self.dataset, self.operator_templates)
             try:
                 inspect.signature(fn).bind(ops, **args)
             except TypeError as exc:
@@ -97,9 +111,17 @@ class SandboxedWorkflow:
                 ops.record(op, operator_error=f"{type(exc).__name__}: {exc}")
                 raise OperatorCallError(f"{op}: {type(exc).__name__}: {exc}") from None
 
-        outcome = await run_workflow(self.graph, self.prompt, self.payload(problem, ctx), handler, self.limits,
-                                     kind=self.kind)
+        failed: list[dict[str, Any]] = []
+        for _ in range(self.crash_attempts):
+            outcome = await run_workflow(self.graph, self.prompt, self.payload(problem, ctx), handler, self.limits,
+                                         kind=self.kind)
+            if outcome.ok:
+                break
+            failed.append({k: v for k, v in outcome.to_dict().items() if k != "requests"})
         trace = {"workflow": outcome.to_dict(), "operators": ops.trace}
+        if self.crash_attempts > 1:
+            trace["attempts"] = {"limit": self.crash_attempts, "ran": len(failed) + (1 if outcome.ok else 0),
+                                 "failed": failed}
         # a failed workflow answers nothing: the benchmark scores it 0 (AFlow scores a crashed graph 0 too)
         return Solution(answer=outcome.answer or "", trace=trace)
 
