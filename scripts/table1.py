@@ -78,7 +78,7 @@ def searched_notes(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
     """A searched row's setting footnotes, from the artifacts its runs used (``trace.artifact.path`` of their
     predictions), compared with the method's configured search; never from the size protocol, which may not be
     the setting an artifact was searched at."""
-    from baselines.autoflow.artifact import ArtifactError, load_artifact, setting_note
+    from baselines.autoflow.artifact import ArtifactError, load_artifact, protocol_notes
 
     configured = (method_config(row["method"]) or {}).get("search")
     notes: list[str] = []
@@ -86,11 +86,10 @@ def searched_notes(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
         paths = {(p.get("trace") or {}).get("artifact", {}).get("path") for r in a.runs for p in r.predictions()}
         for path in sorted(paths - {None}):
             try:
-                note = setting_note(load_artifact(path), configured)
+                got = protocol_notes(load_artifact(path), configured)
             except (ArtifactError, OSError, ValueError) as exc:
-                note = f"its search artifact {path} cannot be read ({exc})"
-            if note and note not in notes:
-                notes.append(note)
+                got = [f"its search artifact {path} cannot be read ({exc})"]
+            notes.extend(n for n in got if n not in notes)
     return notes
 
 

@@ -150,3 +150,5 @@ def test_reproduce_table1_searches_first_then_fills_the_gptswarm_row(tmp_path, m
     # the reduced search size, from the artifact's own record (not from the size protocol)
     assert "at a reduced setting (its artifact's search_config)" in md and "num_iters=1 (configured" in md
     assert "adversarial" in md
+    # what the search cannot do as the paper did, from the artifact's own record (extra.not_as_paper)
+    assert "gptswarm's search is not the paper's: only the edge distribution is optimised" in md

@@ -14,7 +14,7 @@ from baselines.autoflow import aflow, maas
 from baselines.autoflow import operators as O
 from baselines.autoflow.search import run_search
 from harness.runner import Runner
-from tests.autoflow_helpers import GOOD_GRAPH, AFlowScript, aflow_spec, write_tiny_splits
+from tests.autoflow_helpers import GOOD_GRAPH, ADASScript, AFlowScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
 #: answers through Custom, but raises when the executor's reply says CRASH (the graph's own bug)
@@ -75,6 +75,7 @@ def test_the_paper_config_is_the_release_protocol():
     p = compose(["method=aflow"])["method"]["search"]["params"]
     assert (p["rounds"], p["rounds_count"], p["crash_attempts"], p["operator_templates"]) == (20, "proposals", 5,
                                                                                            "dataset")
+    assert compose(["method=adas"])["method"]["search"]["params"]["debug_on"] == "any_failure"
     assert compose(["method=maas"])["method"]["search"]["params"]["operator_templates"] == "dataset"
     # 20 proposals: rounds 2..21 after the seed (Optimizer.optimize: max_rounds iterations, each round + 1)
     assert aflow.AFlow().last_round == 21 and aflow.AFlow(rounds_count="graphs").last_round == 20
@@ -185,3 +186,61 @@ def test_maas_embeds_the_operator_texts_of_its_graphs_template():
     # an artifact written before the option keeps the texts its controller was trained with
     assert maas.MaasSupernet(controller="x").operator_templates == "shared"
     assert maas.MaasOptimiser().workflow("c", None, names, "s")["params"]["operator_templates"] == "dataset"
+
+
+# ---- ADAS: debugging on any failure ---------------------------------------------------------------------------
+
+PARTLY_CRASHING_AGENT = '''def forward(self, taskInfo):
+    agent = LLMAgentBase(['thinking', 'answer'], 'Careful Agent', temperature=0.3)
+    thinking, answer = agent([taskInfo], "Think. Solve the task.")
+    if "What is 1+1?" in str(taskInfo.content):
+        raise ValueError("agent broke on one question")
+    return answer
+'''
+
+
+def _adas_spec(tmp_path, **params):
+    spec = aflow_spec(tmp_path)
+    spec.method_cfg["name"] = "adas"
+    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.adas:ADAS", "split": "validate",
+                                 "params": {"generations": 1, "valid_size": 2, "bootstrap_samples": 1000,
+                                            "initial_archive": ["Chain-of-Thought"], "debug_max": 2, **params}}
+    spec.full_config["method"] = spec.method_cfg
+    return spec
+
+
+def test_adas_debugs_an_agent_that_fails_on_any_question_and_never_archives_it(tiny):
+    script = ADASScript(code=PARTLY_CRASHING_AGENT)
+    doc = asyncio.run(run_search(_adas_spec(tiny / "a"), backbone=ScriptedBackbone(script)))
+    gen = doc["history"][-1]
+    assert [t["workflow_failures"] for t in gen["tries"]] == [1, 1] and gen["status"] == "workflow_failed"
+    assert len(script.meta) == 4        # propose, two reflections, one debug (the second try is the last)
+    assert script.meta[-1][-1]["content"].startswith("Error during evaluation:\n")
+    assert "agent broke on one question" in script.meta[-1][-1]["content"]
+    assert [a["name"] for a in doc["extra"]["archive"]] == ["Chain-of-Thought"]
+    # ours earlier: only an agent failing on every question is debugged; this one (1 of 2 right) joins
+    ours = ADASScript(code=PARTLY_CRASHING_AGENT)
+    doc = asyncio.run(run_search(_adas_spec(tiny / "b", debug_on="all_failed"), backbone=ScriptedBackbone(ours)))
+    assert doc["history"][-1]["status"] == "ok" and len(ours.meta) == 3 and len(doc["extra"]["archive"]) == 2
+
+
+# ---- what cannot match: the footnote comes from the artifact ---------------------------------------------------
+
+def test_searches_that_cannot_match_the_paper_say_so_in_the_rows_footnote(tiny):
+    from baselines.autoflow.artifact import protocol_notes
+    from tests.autoflow_helpers import JudgeFlowScript
+
+    spec = aflow_spec(tiny)
+    spec.method_cfg["name"] = "judgeflow"
+    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.judgeflow:JudgeFlow", "split": "validate",
+                                 "params": {"rounds": 2, "validate_runs": 1}}
+    spec.full_config["method"] = spec.method_cfg
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(JudgeFlowScript())))
+    notes = protocol_notes(doc, {"params": {"rounds": 20, "validate_runs": 1}})
+    assert notes[0].startswith("searched on tiny's validate split at a reduced setting")
+    assert any(n.startswith("judgeflow's search is not the paper's: JudgeFlow's full text and code were not "
+                            "reachable") and "candidate reconstructions" in n for n in notes)
+    from baselines.autoflow import gptswarm
+
+    assert "node prompts" in gptswarm.NOT_AS_PAPER[0]
+    assert protocol_notes({"extra": {}, "search_config": {"params": {"rounds": 20}}}, {"params": {"rounds": 20}}) == []

@@ -10,8 +10,12 @@ Facts from the authors' code (ShengranHu/ADAS @2702bee: ``_mgsm/search.py``, ``_
 - Each generation the meta agent sees the whole archive (JSON) in the base prompt and answers one JSON agent
   (``thought``, ``name``, ``code`` = ``def forward(self, taskInfo)``), then reflects twice on it (Reflexion
   prompts 1 and 2, the first naming the previous archive entry) at temperature 0.8.
-- The candidate is evaluated; if it fails or scores < 1 %, the meta agent is asked to debug it with the error
-  (up to ``debug_max`` = 3 evaluations). It enters the archive with its fitness and generation number.
+- The candidate is evaluated; if it raises on any question (``executor.map`` re-raises the first failing
+  question's exception, in question order) or scores < 1 %, the meta agent is asked to debug it with the error
+  (up to ``debug_max`` = 3 evaluations; ``debug_on: any_failure``). It enters the archive with its fitness and
+  generation number only from an evaluation that raised nothing; a candidate that still crashes on some question
+  is left out (``debug_on: all_failed``, ours earlier: only a candidate failing on every question is debugged,
+  a partly crashing one joins the archive).
 - 30 generations; 128 validation questions (``valid_size``), ``n_repreat`` 1.
 
 Agents run only in the sandbox (:mod:`baselines.autoflow.workflow`, ``kind: adas``): each ``LLMAgentBase``
@@ -123,7 +127,10 @@ class ADAS:
                  bootstrap_samples: int = 100_000, confidence: float = 0.95, prompts: str | None = None,
                  answer_description: str | None = None, limits: dict[str, Any] | None = None,
                  executor_sampling: dict[str, Any] | None = None, min_accuracy: float = 0.01,
-                 initial_archive: list[str] | None = None) -> None:
+                 initial_archive: list[str] | None = None, debug_on: str = "any_failure") -> None:
+        if debug_on not in ("any_failure", "all_failed"):
+            raise ValueError(f"adas: debug_on={debug_on!r}: any_failure (the release) or all_failed")
+        self.debug_on = debug_on
         self.generations, self.valid_size, self.n_repeat = int(generations), valid_size, int(n_repeat)
         self.debug_max = int(debug_max)
         self.meta_sampling = {k: v for k, v in {"temperature": meta_temperature,
@@ -223,13 +230,14 @@ class ADAS:
             tries = []
             for d in range(self.debug_max if sol is not None else 0):
                 res = await self.evaluate(sctx, sol["code"], f"generation_{n + 1}/try_{d}", answer)
-                failed_all = res["workflow_failures"] == res["n"]
+                crashed = (res["workflow_failures"] > 0 if self.debug_on == "any_failure"
+                           else res["workflow_failures"] == res["n"])
                 tries.append({"try": d, "mean": res["mean"], "workflow_failures": res["workflow_failures"]})
-                if not failed_all:
+                if not crashed:
                     kept = (sol, res)
-                if not failed_all and res["mean"] >= self.min_accuracy:
+                if not crashed and res["mean"] >= self.min_accuracy:
                     break
-                error = res["first_failure"] if failed_all else "All 0 accuracy"
+                error = res["first_failure"] if crashed else "All 0 accuracy"
                 if d == self.debug_max - 1:
                     break
                 messages[-1] = {"role": "assistant", "content": str(sol)}

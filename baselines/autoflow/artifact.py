@@ -114,6 +114,16 @@ def setting_note(doc: dict[str, Any], configured: dict[str, Any] | None) -> str 
             f"search_config): {', '.join(diffs)}")
 
 
+def protocol_notes(doc: dict[str, Any], configured: dict[str, Any] | None) -> list[str]:
+    """Every footnote a searched row takes from one artifact: its reduced setting (:func:`setting_note`) and what
+    its search could not do as the paper did (``extra.not_as_paper``, written by the optimiser that ran: JudgeFlow's
+    reconstruction, GPTSwarm's unoptimised node prompts), each prefixed so a reader sees it is not the paper's."""
+    out = [n for n in [setting_note(doc, configured)] if n]
+    for text in (doc.get("extra") or {}).get("not_as_paper") or []:
+        out.append(f"{doc.get('method')}'s search is not the paper's: {text}")
+    return out
+
+
 class ArtifactMethod:
     """Runs the workflow a search froze. ``artifact`` may contain ``{benchmark}`` (filled with the run's
     benchmark name), so one method config serves every benchmark of a table.

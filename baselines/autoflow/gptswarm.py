@@ -37,6 +37,10 @@ from harness.types import Solution
 
 from baselines.autoflow import operators as O
 
+#: what the paper optimises that this search does not (recorded in the artifact, footnoted under the row)
+NOT_AS_PAPER = ["only the edge distribution is optimised; the paper also optimises node prompts (its node "
+                "optimisation of prompts and demonstrations), here every node keeps the released agents' fixed prompt"]
+
 ROLE = "a knowlegable expert in question answering"   # mmlu_prompt_set.get_role (sic)
 
 COT_STEP_SYSTEM = ("You are {role}. "
@@ -398,7 +402,8 @@ class GPTSwarmOptimiser:
                             validate_score=(sum(s for h in last for s in h["utilities"])
                                             / max(1, sum(len(h["utilities"]) for h in last))),
                             history=history,
-                            extra={"agents": agents, "potential_edges": swarm["potential"], "edge_logits": final,
+                            extra={"not_as_paper": NOT_AS_PAPER,
+                                   "agents": agents, "potential_edges": swarm["potential"], "edge_logits": final,
                                    "edge_probs": [sigmoid(x) for x in final], "kept_edges": kept,
                                    "mean_training_utility": (sum(scores) / len(scores)) if scores else None,
                                    "hyperparameters": dict(p)})

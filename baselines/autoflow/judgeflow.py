@@ -24,6 +24,10 @@ from baselines.autoflow.blocks import STEP_OPS, BlockError, validate_blocks
 from baselines.autoflow.search import SearchContext, SearchResult
 
 WORKFLOW_SOLVER = "baselines.autoflow.blocks:BlockWorkflow"
+#: recorded in the artifact, footnoted under the row: the method itself cannot be checked against its paper
+NOT_AS_PAPER = ["JudgeFlow's full text and code were not reachable here: its judge prompt, blame aggregation, "
+                "parent selection, optimiser prompt and round-1 workflow are documented candidate reconstructions "
+                "(configs/method/judgeflow.yaml), not the paper's"]
 
 JUDGE_PROMPT = """You are the judge of an agentic workflow made of logic blocks that run in order; each block receives the question and the previous block's output and produces a new solution.
 The workflow answered the question below WRONGLY. Decide which blocks are responsible for the failure.
@@ -239,5 +243,5 @@ class JudgeFlow:
                    | {"failed": len(v.get("failed") or [])}
                    for _, v in sorted(st["rounds"].items(), key=lambda kv: int(kv[0]))]
         return SearchResult(workflow=self.workflow_config(best["blocks"]), validate_score=best["mean"], history=history,
-                            extra={"best_round": best["round"]})
+                            extra={"best_round": best["round"], "not_as_paper": NOT_AS_PAPER})
 
