@@ -142,6 +142,18 @@ def _judge_label(a: Agg) -> str:
     return ", ".join(names)
 
 
+def _scored_of(r: SeedRun, bc: dict[str, Any]) -> str:
+    """``<selected> of <total> problems`` from the run's meta.json, else the limit its config.yaml recorded."""
+    try:
+        data = json.loads((r.dir / "meta.json").read_text(encoding="utf-8")).get("data") or {}
+    except (OSError, ValueError):
+        data = {}
+    if data.get("total") is not None:
+        return f"{data.get('selected')} of {data['total']} problems"
+    lim = bc.get("limit") if bc.get("limit") is not None else r.config().get("limit")
+    return f"limit {lim}" if lim is not None else "every problem"
+
+
 def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], labels: dict[str, str]) -> str | None:
     """One line per table, from what the runs recorded (config.yaml, metrics.json): per benchmark the split, the
     problems scored of those selected, and the extraction rule, with the rows that ran each."""
@@ -153,7 +165,7 @@ def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], la
             for r in (a.runs if a else []):
                 bc = r.config().get("benchmark") or {}
                 key = f"split {bc.get('split', '?')}" + (f", extraction {bc['extraction']}" if bc.get("extraction") else "")
-                key += f", limit {bc['limit']}" if bc.get("limit") is not None else ", every problem"
+                key += f", {_scored_of(r, bc)}"
                 if any(isinstance(p.get("judge"), dict) for p in r.predictions()):
                     jr = ((r.config().get("roles") or {}).get("judge") or {})
                     key += (f", headline = LLM judge {jr.get('model') or jr.get('name') or '?'} (the paper: "

@@ -313,6 +313,10 @@ def test_protocol_line_comes_from_what_the_runs_recorded(tmp_path: Path):
     line = next(n for n in t.notes if n.startswith("Protocol (recorded by the runs)"))
     assert "PubMedQA: split test, extraction dyflow_release, every problem" in line
     assert "HumanEval: split full, limit 2 (CoT); split test, limit 2 (AFlow)" in line
+    (d / "meta.json").write_text(json.dumps({"data": {"split": "test", "total": 251, "selected": 1}}))   # PubMedQA
+    t = dt.write_all(root, ["table1"], ["local"], tmp_path / "out2")["tables"]["table1"][0]
+    assert "PubMedQA: split test, extraction dyflow_release, 1 of 251 problems" in \
+        next(n for n in t.notes if n.startswith("Protocol (recorded by the runs)"))
 
 
 def test_table9_compares_designer_with_designer(results: Path, tmp_path: Path):
