@@ -154,6 +154,14 @@ def test_format_self_refine_early_stop(tmp_path, tiny_data):
     assert pred["trace"]["result"] == {"terminate": True} and bb.requests == []
 
 
+def test_self_refine_returns_the_program_on_code_as_maas_humaneval_template(tmp_path, tiny_data):
+    # MaAS HumanEval operator.py SelfRefine: code_fill (GSM8K/MATH: single_fill, the raw text, above)
+    pred, bb = go(tmp_path, "self_refine",
+                  lambda m, s: "Refined:\n```python\ndef f():\n    return 5\n```\nDone.", code=True)
+    assert "You are an assistant specialized in refining solutions" in prompts(bb)[0]
+    assert pred["trace"]["result"]["response"].strip() == "def f():\n    return 5"
+
+
 def test_multi_generate_cot_is_three_distinct_cot_samples(tmp_path, tiny_data):
     pred, bb = go(tmp_path, "multi_cot", lambda m, s: f"cot {s['seed']}")
     assert len(bb.requests) == 3 and len(set(pred["trace"]["result"]["response"])) == 3

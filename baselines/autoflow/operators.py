@@ -7,6 +7,11 @@ XML response-format suffix is MetaGPT's ``ActionNode.xml_compile`` (the version 
 issue #27; MaAS ships the same); ``code_fill`` takes the code out of the answer (here ``evaluators.extract.
 extract_code``, AFlow uses evalplus' sanitizer); ``single_fill`` is the raw text. Prompts are one user message.
 
+Per dataset (:func:`describe`, :func:`operator_for`): AFlow and MaAS ship one template folder per dataset, and the
+texts an optimiser or controller reads of an operator, and some operators' code, differ between them (AFlow's
+DROP/HotpotQA ``ScEnsemble(solutions)`` votes without the question, with its own prompt; MaAS's HumanEval
+operator.json describes code operators); ``prompts/operator_templates.json`` holds the released operator.json files.
+
 Signatures follow AFlow's (``mode`` is accepted and ignored where AFlow has it). Where we differ from the released
 code, on purpose (``baselines/README.md``, AFlow/MaAS rows):
 - **Programmer** runs the generated ``solve()`` in the harness sandbox (``evaluators/sandbox``: separate process,
@@ -583,9 +588,12 @@ format = format_answer  # noqa: A001 - AFlow's name for the operator
 
 
 async def self_refine(ctx: Any, problem: str, solution: str, *, stage: str = "SelfRefine") -> dict[str, Any]:
-    """MaAS SelfRefine: one refinement of ``solution`` (single_fill: the raw text, code tasks too)."""
+    """MaAS SelfRefine: one refinement of ``solution``; single_fill (the raw text) on math/QA as MaAS's GSM8K and
+    MATH templates, code_fill (the program) on code as its HumanEval template (``operator.py`` SelfRefine)."""
     ops = Ops.of(ctx)
     text = await ops.ask(SELFREFINE_PROMPT.format(problem=problem, solution=solution), stage=stage)
+    if ctx_domain(ops) == "code":
+        text = code_fill(text, ops.ctx.problem.fields.get("entry_point"))
     ops.record("SelfRefine", response=text)
     return {"response": text}
 
