@@ -154,7 +154,8 @@ def _scored_of(r: SeedRun, bc: dict[str, Any]) -> str:
     return f"limit {lim}" if lim is not None else "every problem"
 
 
-def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], labels: dict[str, str]) -> str | None:
+def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], labels: dict[str, str],
+                  rule_where: str = "on the ↳ rule-based score row") -> str | None:
     """One line per table, from what the runs recorded (config.yaml, metrics.json): per benchmark the split, the
     problems scored of those selected, and the extraction rule, with the rows that ran each."""
     parts = []
@@ -169,7 +170,7 @@ def protocol_note(body: list[tuple[str, dict[str, Agg]]], benches: list[str], la
                 if any(isinstance(p.get("judge"), dict) for p in r.predictions()):
                     jr = ((r.config().get("roles") or {}).get("judge") or {})
                     key += (f", headline = LLM judge {jr.get('model') or jr.get('name') or '?'} (the paper: "
-                            "gpt-4.1-mini), rule-based score on the ↳ rule row")
+                            f"gpt-4.1-mini), rule-based score {rule_where}")
                 elif (bc.get("judge") or {}).get("enabled"):
                     key += ", headline = rule-based (no judge ran; the paper: judge gpt-4.1-mini)"
                 if label not in groups.setdefault(key, []):
@@ -416,7 +417,8 @@ def _is_dyflow(method: str | None) -> bool:
     return bool(method) and str((method_config(method) or {}).get("solver") or "").startswith("dyflow.")
 
 
-def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]]) -> Table:
+def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]],
+           protocol: dict[str, Any] | None = None) -> Table:
     t = spec["table3"]
     dom, labels = spec["domains"], spec["benchmark_labels"]
     splits = spec["selfplay"]["train_benchmarks"]
@@ -428,6 +430,9 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
         b = row["test"]
         cot = res.agg(t["cot"]["experiment"], b, t["cot"]["method"], backbone)
         dy = res.agg(row["experiment"], b, "dyflow", backbone)
+        rule_of = {"CoT": cot, "DyFlow": dy}
+        if b in ((protocol or {}).get("judge") or {}).get("benchmarks", []):   # judge-scored, as in Table 1
+            cot, dy = judged(cot) or cot, judged(dy) or dy
         protocol_rows += [(f"CoT {dom[b]}", {b: cot}), (f"DyFlow {dom[b]}", {b: dy})]
         adir = spec["adapters"]["cross_task"][row["split"]]
         cells = []
@@ -441,12 +446,13 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             records.append({"table": "table3", "backbone": backbone, "row": f"{dom[b]}/{name}", "benchmark": b,
                             "method": name.lower(), "status": "ok" if a.mean is not None else ("incomplete" if a.runs else "missing"),
                             "mean": a.mean, "paper": row["paper"][name.lower()], "n_problems": a.n_problems,
+                            **({"scorer": "judge", "rule_mean": rule_of[name].mean} if a is not rule_of[name] else {}),
                             "reason": None if a.runs else f"not run (DyFlow designer trained on split {row['split']}: {adir})",
                             "sources": ";".join(a.sources(res.root))})
     table.notes = [f"Domains: {', '.join(f'{v} = {labels[k]}' for k, v in dom.items())}. Split A = the main DyPlanner "
                    f"(trained on {', '.join(labels[x] for x in splits['A'])}: Table 1's DyFlow runs); split B trained on "
                    f"{', '.join(labels[x] for x in splits['B'])} ({spec['adapters']['cross_task']['B']}). CoT from Table 1's runs."]
-    line = protocol_note(protocol_rows, spec["benchmarks"], labels)
+    line = protocol_note(protocol_rows, spec["benchmarks"], labels, "in the CSV (rule_mean)")
     if line:
         table.notes.append(line)
     return table
@@ -903,7 +909,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
                     extra = [UNTRAINED] if key == "table1" else None
                     ts.append(score_table(res, spec, key, bb, records, extra, prot))
                 elif key == "table3":
-                    ts.append(table3(res, spec, bb, records))
+                    ts.append(table3(res, spec, bb, records, prot))
                 elif key == "table8":
                     ts.append(table8(res, spec, bb, records))
                 elif key == "table9":

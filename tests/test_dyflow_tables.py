@@ -378,3 +378,7 @@ def test_judge_scored_cells_show_the_judge_with_the_rule_based_score_beside(tmp_
     recs = list(__import__("csv").DictReader((tmp_path / "out" / "table1.csv").open()))
     m = next(r for r in recs if r["row"] == "CoT" and r["benchmark"] == "math_l5")
     assert m["scorer"] == "judge" and float(m["mean"]) == 75.0 and float(m["rule_mean"]) == 25.0
+    t3 = dt.write_all(root, ["table3"], ["local"], tmp_path / "out3")["tables"]["table3"][0]
+    mr = next(r for r in t3.rows if r[0] == "MR (MATH)")
+    assert mr[2].startswith("75.0 [")                                                # Table 3's CoT: the judge too
+    assert any("rule-based score in the CSV (rule_mean)" in n for n in t3.notes)
