@@ -156,7 +156,8 @@ def test_the_optimiser_reads_each_datasets_operator_json(tiny):
     asyncio.run(run_search(aflow_spec(tiny, rounds=1, validate_runs=1), backbone=ScriptedBackbone(script)))
     prompt = script.optimizer_prompts[0]            # the tiny benchmark is QA: DROP's template
     assert "ScEnsemble: Uses self-consistency" in prompt
-    assert "with interface sc_ensemble(solutions: List[str]) -> dict" in prompt and "problem: str) -> dict with key 'response'" not in prompt.split("sc_ensemble(")[1]
+    assert "with interface sc_ensemble(solutions: List[str]) -> dict" in prompt
+    assert "sc_ensemble(solutions: List[str], problem" not in prompt
     code = aflow.operator_description(["Custom", "CustomCodeGenerate", "ScEnsemble", "Test"], "HumanEval")
     assert ("4. Test: Tests the solution using public test cases. If the solution fails, it reflects on the errors "
             "and attempts to modify the solution.") in code
