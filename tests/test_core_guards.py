@@ -331,3 +331,61 @@ def test_the_peft_folder_beside_a_gguf_is_checked_before_loading(tmp_path):
     (folder / "adapter_model.safetensors").write_bytes(b"")  # before: accepted, failed inside peft
     with pytest.raises(BackboneError, match=f"{folder} is not a usable peft adapter folder: .*is empty"):
         peft_dir_for(gguf)
+
+
+# ---- the cache's own contract (what the mutation run found untested) -----------------------------------------
+
+def test_cache_keys_are_stable_and_the_adapter_enters_only_when_set():
+    import hashlib
+
+    from harness.cache import cache_key
+
+    msgs = [{"role": "user", "content": "Größe?", "name": "ignored"}]
+    params = {"temperature": 0.0, "seed": 7, "stop": None}
+    payload = {"backbone": "bb", "messages": [{"role": "user", "content": "Größe?"}],
+               "params": {"seed": 7, "temperature": 0.0}, "sample_index": 0}
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    golden = hashlib.sha256(blob.encode("utf-8")).hexdigest()  # keys written by earlier versions stay valid
+    assert cache_key("bb", msgs, params, 0) == cache_key("bb", msgs, params, 0, None) == golden
+    with_adapter = cache_key("bb", msgs, params, 0, {"name": "a", "sha256": "x"})
+    assert with_adapter != golden and cache_key("bb", msgs, params, 1) != golden
+
+
+def test_cache_counts_closes_and_makes_its_folder(tmp_path):
+    from harness.cache import ResponseCache
+
+    assert len(ResponseCache(tmp_path / "off.sqlite", "off")) == 0
+    c = ResponseCache(tmp_path / "new" / "dir" / "c.sqlite")  # a folder that does not exist yet
+    c.put("a", {"v": 1})
+    c.put("b", {"v": 2})
+    assert len(c) == 2 and c.get("a") == {"v": 1}
+    c.close()
+    assert len(c) == 0 and c.get("a") is None  # closed: nothing served after the run ended
+    c.close()
+    ro = ResponseCache(tmp_path / "new" / "dir" / "c.sqlite", "read-only")
+    ro.put("c", {"v": 3})
+    assert len(ro) == 2 and ro.get("c") is None
+    ro.close()
+
+
+async def swallowing(problem, ctx):
+    """A method that catches every failure of its call and answers anyway (as some fallbacks do)."""
+    from harness.types import Solution
+
+    try:
+        return Solution(await ctx.ask(problem.fields["q"], stage="answer"))
+    except Exception:  # noqa: BLE001
+        return Solution("ANSWER: 0")
+
+
+def test_a_failed_cache_write_stops_the_run_even_when_the_method_swallows_it(tmp_path, tiny_data, monkeypatch):
+    import harness.cache as cache_mod
+    from harness.cache import CacheError
+
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(cache_mod.sqlite3, "connect", lambda *a, **k: _FullDisk(real_connect(*a, **k)))
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.test_core_guards:swallowing", "params": {}}, limit=3)
+    with pytest.raises(CacheError, match="cannot write the response cache") as info:
+        run(spec, ScriptedBackbone(arithmetic))
+    assert info.value.errno == 0  # an sqlite failure has no OS errno: none is invented
+    assert not read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")  # no answer made without its cache write
