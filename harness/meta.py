@@ -39,6 +39,8 @@ def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started
                  roles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """``backbone`` is the run's default; ``roles`` every role's backbone config, model identity and adapter
     (:func:`harness.roles.role_identities`)."""
+    from evaluators.sandbox import isolation_record
+
     model = backbone.identity()
     return {
         "run_id": f"{spec.experiment}/{spec.benchmark_cfg['name']}/{spec.method_cfg['name']}/"
@@ -57,4 +59,6 @@ def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started
         "roles": roles if roles is not None else {"default": {"backbone": spec.backbone_cfg.get("name"),
                                                               "own_backbone": False, "model": model,
                                                               "adapter": None}},
+        # how untrusted code was contained: the mode, the pod's view; under `process` the note tables footnote
+        "sandbox": isolation_record(),
     }

@@ -123,6 +123,11 @@ class Runner:
 
     async def _run(self) -> dict[str, Any]:
         spec = self.spec
+        isolation = (spec.full_config.get("sandbox") or {}).get("isolation")
+        if isolation:  # how untrusted code is contained (evaluators/sandbox/README.md); meta.json records it
+            from evaluators.sandbox import configure as configure_sandbox
+
+            configure_sandbox(isolation=isolation)
         problems, data_info = self.benchmark.load()
         if self.benchmark.domain == "code" and not spec.benchmark_cfg.get("execute_code"):
             # fail before any backbone call rather than after

@@ -33,7 +33,8 @@ def _declared() -> tuple[frozenset[str], dict[str, frozenset[str]]]:
         text = p.read_text(encoding="utf-8")  # (e.g. method=denoiseflow adds `denoiseflow.variant`)
         if text.lstrip().startswith("# @package _global_"):
             top |= {k for k in (yaml.safe_load(text) or {}) if k not in ("defaults", "hydra")}
-    blocks = {k: frozenset(v) for k, v in root.items() if isinstance(v, dict) and k in ("runner", "cache", "sampling")}
+    blocks = {k: frozenset(v) for k, v in root.items()
+              if isinstance(v, dict) and k in ("runner", "cache", "sampling", "sandbox")}
     return frozenset(top), blocks
 
 
@@ -63,7 +64,7 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
     if unknown:
         raise ConfigError(f"unknown option(s) {', '.join(unknown)}: no part of the harness reads "
                           f"{'it' if len(unknown) == 1 else 'them'}. Known top-level options: {', '.join(sorted(top))}")
-    for block in ("runner", "cache"):
+    for block in ("runner", "cache", "sandbox"):
         extra = sorted(set(cfg.get(block) or {}) - blocks.get(block, frozenset()))
         if extra:
             raise ConfigError(f"unknown option(s) {', '.join(f'{block}.{k}' for k in extra)}: no part of the harness "
@@ -92,6 +93,13 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
     cache = cfg.get("cache") or {}
     if "mode" in cache and cache["mode"] not in MODES:
         _fail("cache.mode", cache["mode"], f"one of {', '.join(MODES)}")
+
+    from evaluators.sandbox import ISOLATIONS
+
+    isolation = (cfg.get("sandbox") or {}).get("isolation", "bwrap")
+    if isolation not in ISOLATIONS:
+        _fail("sandbox.isolation", isolation, "bwrap (bubblewrap pod, the default) or process (no filesystem "
+              "isolation, recorded in every run and footnoted)")
 
     runner = cfg.get("runner") or {}
     _positive_int_or_null(runner, "max_concurrent_problems", "problems solved at once", "runner.")

@@ -54,6 +54,17 @@ class SeedRun:
             self._preds = preds
         return self._preds
 
+    def sandbox_isolation(self) -> str | None:
+        """How the run contained untrusted code (meta.json ``sandbox.isolation``; None for runs before it was
+        recorded)."""
+        import json
+
+        try:
+            meta = json.loads((self.dir / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return ((meta.get("sandbox") or {}).get("isolation")) if isinstance(meta, dict) else None
+
     def config(self) -> dict[str, Any]:
         if self._config is None:
             import yaml

@@ -150,6 +150,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
     notes: list[str] = []
     missing_notes: list[str] = []
     incomplete_notes: list[str] = []
+    unisolated: list[str] = []  # cells whose runs executed untrusted code with sandbox.isolation=process
     feet = Footnotes()
     groups_seen: list[str] = []
     any_inferred = False
@@ -174,6 +175,8 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
                 status = "missing" if r["name"] is None else "not_run"
                 records.append({**base, "status": status, "reason": r["reason"] or "not run yet"})
                 continue
+            if any(run.sandbox_isolation() == "process" for run in a.runs):
+                unisolated.append(f"{row['label']} / {labels.get(b, b)}")
             stop = stop_fraction([c for run in a.runs for c in run.calls()])
             stop_all = [x + y for x, y in zip(stop_all, stop)]
             rec = {**base, "n_seeds": len(a.seeds), "seeds": " ".join(map(str, a.seeds)),
@@ -281,6 +284,9 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
     if feet.texts:
         notes.append("Deviations from the method's paper that can change its score (numbered marks on the row):")
         notes.extend(feet.notes())
+    if unisolated:
+        notes.append("Untrusted code ran without filesystem isolation (sandbox.isolation=process; "
+                     f"evaluators/sandbox/README.md) in: {', '.join(unisolated)}.")
     notes.extend(f"— {m}" for m in missing_notes)
     table.notes = notes
     return table, records

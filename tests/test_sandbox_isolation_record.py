@@ -1,0 +1,63 @@
+"""sandbox.isolation reaches the sandbox, every run records it, and Table 1 footnotes a run without isolation."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import evaluators.sandbox as sandbox
+from harness.validate import ConfigError, validate_run_config
+from tests.conftest import compose, make_spec, run
+from tests.doubles import ScriptedBackbone
+from tests.test_reporting import _fake_metrics
+from tests.test_tables import _write_config
+
+
+@pytest.fixture
+def restore_isolation():
+    before = sandbox.isolation()
+    yield
+    sandbox.configure(isolation=before)
+
+
+def test_the_default_is_bwrap_and_a_bad_value_is_refused_naming_the_key(monkeypatch):
+    monkeypatch.delenv("AGENTIC_SANDBOX_ISOLATION", raising=False)
+    cfg = compose(["method=io", "benchmark=gsm8k", "backbone=local"])
+    assert cfg["sandbox"] == {"isolation": "bwrap"}
+    validate_run_config(cfg)
+    cfg["sandbox"] = {"isolation": "none"}
+    with pytest.raises(ConfigError, match="sandbox.isolation"):
+        validate_run_config(cfg)
+    cfg["sandbox"] = {"isolation": "bwrap", "typo": 1}
+    with pytest.raises(ConfigError, match="sandbox.typo"):
+        validate_run_config(cfg)
+
+
+@pytest.mark.parametrize("mode", ["process", "bwrap"])
+def test_a_run_configures_the_sandbox_and_records_it_in_meta(tmp_path, tiny_data, restore_isolation, mode):
+    sandbox.configure(isolation="bwrap" if mode == "process" else "process")  # the run must change it
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_many", "params": {"n": 1}}, limit=1)
+    spec.full_config["sandbox"] = {"isolation": mode}
+    run(spec, ScriptedBackbone(lambda messages, sampling: "ANSWER: 0"))
+    assert sandbox.isolation() == mode
+    meta = json.loads((spec.out_dir / "meta.json").read_text())
+    assert meta["sandbox"]["isolation"] == mode
+    if mode == "process":
+        assert meta["sandbox"]["note"] == "untrusted code ran without filesystem isolation"
+    else:
+        assert "note" not in meta["sandbox"] and meta["sandbox"]["view"]
+
+
+def test_table1_footnotes_the_cells_whose_runs_had_no_isolation(tmp_path):
+    from scripts import table1
+
+    root = tmp_path / "results"
+    for b in ("gsm8k", "math"):
+        d = _fake_metrics(root, b, "io", 42, 10.0)
+        _write_config(d, "io", b, deviations=[])
+        mode = "process" if b == "math" else "bwrap"
+        (d / "meta.json").write_text(json.dumps({"sandbox": {"isolation": mode}}))
+    table1.write_all(root, backbones=["local"])
+    md = (root / "table1" / "table1.md").read_text()
+    line = next(ln for ln in md.splitlines() if "without filesystem isolation" in ln)
+    assert "IO / MATH" in line and "GSM8K" not in line
