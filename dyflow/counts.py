@@ -3,8 +3,8 @@
 Why: a stage the designer could not design is spent silently (the loop goes on), and when no terminal operator
 ran, ``no_answer=last_output`` answers with the latest output, which can be a REVIEW_SOLUTION verdict text.
 Those answers are scored as DyFlow's, so every prediction's trace counts them (``trace.counts``) and the tables
-sum them from ``predictions.jsonl`` and show them under the row (the core writes ``metrics.json``; it has no hook
-for method counters).
+sum them from ``predictions.jsonl`` and show them under the row (the method config's ``run_counts`` names :func:`run_counts`, which the runner
+sums into ``metrics.json`` ``method_counts``).
 """
 from __future__ import annotations
 

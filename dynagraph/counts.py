@@ -3,8 +3,8 @@
 Why: a labelled fallback (the orchestrator's 2-node plan after ``max_plan_attempts`` failed planner answers, or
 the default patch when the planner's patch is unusable) produces an answer that is scored as DynaGraph's. A
 cell must say how many of its problems were answered that way, so every prediction's trace carries these
-counts and the tables sum them from ``predictions.jsonl`` (the core writes ``metrics.json``; it has no hook for
-method counters).
+counts and the tables sum them from ``predictions.jsonl`` (the method config's ``run_counts`` names :func:`run_counts`, which the runner
+sums into ``metrics.json`` ``method_counts``).
 """
 from __future__ import annotations
 

@@ -28,6 +28,7 @@ NEUTRAL_KEYS = (
     "benchmark.limit", "benchmark.sample",
     "runner.progress", "runner.max_concurrent_problems", "runner.fsync", "runner.fail_fast_after",
     "runner.correct_threshold", "runner.score_retries", "method.label", "method.deviations",
+    "method.run_counts",  # which counters metrics.json sums, not how problems are answered
     "sandbox",  # how untrusted code is contained: recorded in meta.json and footnoted, not an answer-changing setting
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.

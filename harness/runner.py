@@ -27,7 +27,7 @@ from harness.calibration import calibration_metrics, reliability_diagram
 from harness.context import Budgets, RunContext
 from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
-from harness.method import Method, build_method, check_requirements
+from harness.method import Method, build_method, check_requirements, resolve
 from harness.identity import backbone_identity, check_run_identity
 from harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
 from harness.judge import role_configured as judge_role_configured
@@ -441,6 +441,8 @@ class Runner:
                 judged = [{**r, "score": r["judge"]["score"]} for r in answered
                           if isinstance(r.get("judge"), dict) and r["judge"].get("score") is not None]
                 metrics["judge"]["pass_at_k"] = pass_at_k(judged, k, 0.5)["pass_at_k"]
+        if self.spec.method_cfg.get("run_counts"):  # a method's own counters (fallbacks, re-asks), from its config
+            metrics["method_counts"] = resolve(self.spec.method_cfg["run_counts"])(list({r["id"]: r for r in preds}.values()))
         resumed = resume_report(calls, read_jsonl_tolerant(self.paths.requests), preds, started)
         metrics["this_invocation"] = {"backbone_calls": backbone_calls, "wall_s": round(time.time() - started, 3),
                                       "resumed": resumed}
