@@ -242,7 +242,7 @@ def halved(url: str, args: argparse.Namespace) -> dict[str, Any]:
         h.cancel()
         return out
 
-    res = run_and_stats = asyncio.run(run())
+    res = asyncio.run(run())
     stats = http(f"{url}/stats")
     limits = {int(w): v[1] for w, v in stats["limits_by_window"].items()}
     changed = min((w for w, t in limits.items() if t < args.tpm), default=None)
@@ -262,7 +262,7 @@ def halved(url: str, args: argparse.Namespace) -> dict[str, Any]:
           f"window(s) after the change; 429s after the change: {rej_after}; errors {res['error']}; "
           f"wall {res['wall_s']:.1f} s", flush=True)
     print("               " + "; ".join(rows), flush=True)
-    return {**run_and_stats, "server": stats, "changed": changed, "settled": settled}
+    return {**res, "server": stats, "changed": changed, "settled": settled}
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ base URL + API key (the key itself is never stored, only a hash), this process k
 - **AIMD concurrency** between ``min`` and ``max`` from ``start``: slow start (+1 per success) until the first
   congestion signal, then +1/L per success; L is halved on an overload (429, 5xx, 408, timeout, connection
   error; at most once per round trip: a request sent before the last cut does not cut again) and when a request
-  waited in the account's pacing queue longer than 10% of the window (once per queue drain). It grows only when
+  waited in the account's pacing queue longer than twice its target (5% of the window, at least the reply
+  latency; once per queue drain). It grows only when
   requests queue for a slot while the pacing queue is short: a paced account needs no more requests in flight.
   Every process on a key sees the same pacing queue, so they halve together and grow alike: a fair share each.
 - **Pacing** of requests and tokens per window (``rpm``/``tpm`` per ``window_s``, the lower of the configured
@@ -24,8 +25,9 @@ base URL + API key (the key itself is never stored, only a hash), this process k
 - **Across processes** of one sweep (joblib workers, several ``make`` targets on one key): the pacing state
   (virtual times, learned limits, the Retry-After hold) lives in a small SQLite file per host
   (``~/.cache/agentic-repro/rate-limits/<host>.sqlite``), one row per account hash, updated in short
-  ``BEGIN IMMEDIATE`` transactions, so N processes together stay under the limit and share it in request
-  order. Hosts do not share a file (SQLite locking over NFS is unreliable): on a cluster (submitit, Ray) give
+  ``BEGIN IMMEDIATE`` transactions, so N processes together stay under the limit. Each process publishes its
+  AIMD limit there twice a second and uses the mean over the processes active on the account: what a process
+  gets from the shared schedule follows the requests it holds in it, so equal concurrency is an equal share. Hosts do not share a file (SQLite locking over NFS is unreliable): on a cluster (submitit, Ray) give
   each host its part of the account with ``host_share`` (e.g. 0.25 on 4 nodes).
 
 ``mode: fixed`` is the behaviour before this module: ``max_concurrency`` requests in flight per client, 429s
@@ -339,6 +341,10 @@ class LocalStore:
         with self._lock:
             self.limits[dim] = limit
 
+    def heartbeat(self, who: str, limit: float, now: float) -> tuple[float, int]:
+        """(the concurrency each process uses, processes active): alone, its own."""
+        return limit, 1
+
     def close(self) -> None:
         return None
 
@@ -370,6 +376,8 @@ class SharedStore:
         self._db.execute("CREATE TABLE IF NOT EXISTS account (key TEXT PRIMARY KEY, tat_requests REAL, tat_tokens REAL,"
                          " blocked_until REAL, limit_requests REAL, limit_tokens REAL)")
         self._db.execute("INSERT OR IGNORE INTO account VALUES (?, 0, 0, 0, NULL, NULL)", (key,))
+        self._db.execute("CREATE TABLE IF NOT EXISTS process (key TEXT, who TEXT, seen REAL, concurrency REAL, "
+                         "PRIMARY KEY (key, who))")
         self._learned: dict[str, float | None] = {d: None for d in DIMS}
 
     def _tx(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
@@ -410,6 +418,19 @@ class SharedStore:
         self._learned[dim] = limit
         col = f"limit_{dim}"
         self._tx(lambda db: db.execute(f"UPDATE account SET {col}=? WHERE key=?", (limit, self.key)))
+
+    def heartbeat(self, who: str, limit: float, now: float) -> tuple[float, int]:
+        """Publish this process's AIMD limit; (the mean over the processes active on the account in the last 3 s,
+        how many). Each uses the mean: throughput from the shared schedule is proportional to requests held in
+        it, so equal concurrency is an equal share, whoever started first."""
+        def step(db: sqlite3.Connection) -> tuple[float, int]:
+            db.execute("INSERT OR REPLACE INTO process VALUES (?, ?, ?, ?)", (self.key, who, now, limit))
+            db.execute("DELETE FROM process WHERE key=? AND seen < ?", (self.key, now - 60.0))
+            mean, n = db.execute("SELECT AVG(concurrency), COUNT(*) FROM process WHERE key=? AND seen >= ?",
+                                 (self.key, now - 3.0)).fetchone()
+            return float(mean or limit), int(n or 1)
+
+        return self._tx(step)
 
     def close(self) -> None:
         with self._lock:
@@ -482,6 +503,11 @@ class RateController:
         self._waiters: collections.deque[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = collections.deque()
         self._last_cut = -math.inf
         self._hold_until = 0.0
+        self.latency_s = 0.0  # moving average of send -> reply
+        self.shared_limit = float(settings.start)  # the mean limit of the account's active processes (heartbeat)
+        self.processes = 1
+        self._next_beat = -math.inf
+        self._who = f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self.snapshots: dict[str, Snapshot] = {}
         self.header_limits: dict[str, float] = {}
         self.counts: collections.Counter[str] = collections.Counter()
@@ -527,12 +553,26 @@ class RateController:
             self.limiter_wait_s += lease.waited_s
         return lease
 
+    def cap(self) -> int:
+        """Requests in flight allowed now: the AIMD limit, or with other processes on the account their mean."""
+        return max(1, int(self.shared_limit if self.processes > 1 else self.limit))
+
+    def _beat(self) -> None:
+        now = self.clock()
+        if now < self._next_beat:
+            return
+        self._next_beat = now + 0.5
+        mean, n = self.store.heartbeat(self._who, self.limit, now)
+        with self._lock:
+            self.shared_limit, self.processes = mean, n
+
     async def _take_slot(self, lease: Lease) -> None:
+        self._beat()
         loop = asyncio.get_running_loop()
         woken = False
         while True:
             with self._lock:
-                if self.in_flight < max(1, int(self.limit)) and (woken or not self._waiters_ahead()):
+                if self.in_flight < self.cap() and (woken or not self._waiters_ahead()):
                     self.in_flight += 1
                     self.peak = max(self.peak, self.in_flight)
                     return
@@ -558,7 +598,7 @@ class RateController:
     def _release_slot(self) -> None:
         with self._lock:
             self.in_flight -= 1
-            self._wake(max(1, int(self.limit)) - self.in_flight)
+            self._wake(self.cap() - self.in_flight)
 
     def _wake(self, free: int) -> None:
         for loop, fut in list(self._waiters):
@@ -570,8 +610,10 @@ class RateController:
 
     @property
     def queue_target_s(self) -> float:
-        """The pacing queue AIMD aims at: long enough to keep the account busy, short enough to follow a change."""
-        return 0.05 * self.settings.window_s
+        """The pacing queue AIMD aims at: long enough to keep the account busy (5% of the window, and at least the
+        reply latency: a halving at twice the target never leaves fewer requests than the pipe holds), short enough
+        to follow a change of the limit and to halve often (processes on a key converge to fair shares by halving)."""
+        return max(0.05 * self.settings.window_s, self.latency_s)
 
     async def _pace(self, lease: Lease) -> None:
         lease.reserved_at = self.clock()
@@ -646,6 +688,8 @@ class RateController:
                         self.snapshots["tokens"].spent = max(0.0, self.snapshots["tokens"].spent + delta)
         with self._lock:
             self.counts["ok"] += 1
+            took = max(0.0, now - lease.sent_at)
+            self.latency_s = took if self.counts["ok"] == 1 else 0.9 * self.latency_s + 0.1 * took
             if lease.queue_s > 2 * self.queue_target_s and lease.reserved_at >= self._last_cut:
                 # more in flight than the account paces: halve (every process on the key sees the same queue,
                 # so they halve together and additive increase evens them out: a fair share each). Only a
@@ -694,7 +738,8 @@ class RateController:
         """Cumulative, for metrics.json: counts by outcome, time waiting on the limiter, the concurrency now and
         at its peak, the limits in force (per window) and where the token counts come from."""
         with self._lock:
-            return {"mode": self.settings.mode, "concurrency": round(self.limit, 2), "peak_in_flight": self.peak,
+            return {"mode": self.settings.mode, "concurrency": round(self.limit, 2), "cap": self.cap(),
+                    "processes": self.processes, "peak_in_flight": self.peak,
                     "sent": self.counts["sent"], "ok": self.counts["ok"], "http_429": self.counts["http_429"],
                     "failed": {k: v for k, v in self.counts.items() if k not in ("sent", "ok")},
                     "limiter_wait_s": round(self.limiter_wait_s, 3),
@@ -710,7 +755,7 @@ class RateController:
             recent = [(t, k) for t, k in self._recent if t >= now - 60.0]
         span = min(60.0, max(1.0, now - recent[0][0])) if recent else 60.0
         rpm, tpm = 60.0 * len(recent) / span, 60.0 * sum(k for _, k in recent) / span
-        return f"conc={int(self.limit)} req/min={rpm:.0f} tok/min={_si(tpm)}"
+        return f"conc={self.cap()} req/min={rpm:.0f} tok/min={_si(tpm)}"
 
     def close(self) -> None:
         self.store.close()

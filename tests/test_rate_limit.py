@@ -182,8 +182,8 @@ def test_uncontended_or_paced_success_does_not_grow_the_limit():
 
 
 def test_a_long_shared_pacing_queue_halves_every_process_on_the_key():
-    """Two processes on one account (one store): each request that queued longer than 2 x the target (10% of the
-    window) halves its process's limit, once per queue drain; a short queue lets a queued-for-slot one grow."""
+    """Two processes on one account (one store): a request that queued longer than 2 x the target (5% of the window,
+    at least the latency) halves its process's limit, once per queue drain."""
     async def main():
         clock = SimClock(0.0)
         store = LocalStore()
@@ -191,15 +191,17 @@ def test_a_long_shared_pacing_queue_halves_every_process_on_the_key():
                                                  target=1.0), model="m", store=store, clock=clock, sleep=clock.sleep,
                                estimator=TokenEstimator("m", use_tiktoken=False)) for _ in range(2))
         # 117 tokens per request at 117 tokens/s: one second each in the shared schedule
-        la = [asyncio.ensure_future(a.acquire(MSG, max_tokens=10)) for _ in range(3)]
-        lb = [asyncio.ensure_future(b.acquire(MSG, max_tokens=10)) for _ in range(3)]
-        while not all(t.done() for t in la + lb) and await clock.advance():
+
+        async def one(c):
+            lease = await c.acquire(MSG, max_tokens=10)
+            lease.done({}, {})  # an instant reply: the queue target stays 5% of the window
+            return lease.queue_s
+        tasks = [asyncio.ensure_future(one(c)) for c in (a, b) for _ in range(3)]
+        while not all(t.done() for t in tasks) and await clock.advance():
             pass
-        queues = sorted(t.result().queue_s for t in la + lb)
+        queues = sorted(t.result() for t in tasks)
         assert queues == pytest.approx([0.0, 0.8, 1.8, 2.8, 3.8, 4.8])  # one FIFO schedule for both (0.2 s burst)
-        for t in la + lb:
-            t.result().done({}, {})
-        assert a.limit == 8 and b.limit == 8  # each halved once (a 2.8 s queue > 1 s), not once per request
+        assert a.limit == 8 and b.limit == 8  # each halved once (queues > 1 s), not once per request
     asyncio.run(main())
 
 
@@ -293,6 +295,24 @@ def test_shared_store_paces_two_processes_together_and_never_stores_the_key(tmp_
     a.close(), b.close()
     raw = b"".join(p.read_bytes() for p in tmp_path.iterdir())
     assert b"sk-secret-123" not in raw and key != "sk-secret-123"
+
+
+def test_processes_on_one_key_use_the_mean_of_their_limits(tmp_path):
+    """Throughput from the shared schedule follows the requests each process holds in it: equal concurrency for
+    the processes active on the account (whoever started first), the mean of their AIMD limits."""
+    path = tmp_path / "rl.sqlite"
+    clock = SimClock(0.0)
+    s = RateLimitSettings(mode="adaptive", start=8, max=64)
+    first, second = (RateController(s, model="m", store=SharedStore(path, "acct"), clock=clock, sleep=clock.sleep,
+                                    estimator=TokenEstimator("m", use_tiktoken=False)) for _ in range(2))
+    first.limit = 40.0
+    first._beat()
+    assert (first.processes, first.cap()) == (1, 40)  # alone: its own limit
+    second._beat()
+    assert (second.processes, second.cap()) == (2, 24)  # (40 + 8) / 2
+    clock.t = 10.0  # the first stopped asking: after 3 s it no longer counts
+    second._beat()
+    assert (second.processes, second.cap()) == (1, 8)
 
 
 def test_host_share_scales_the_paced_rate():
