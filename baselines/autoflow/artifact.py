@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.method import Method, build_method
-from harness.results import write_json_atomic
+from harness.results import read_json, write_json_atomic
 from harness.types import Solution
 from harness.view import ProblemView
 
@@ -70,9 +70,11 @@ def load_artifact(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise ArtifactError(f"no workflow artifact at {p}: run the search first, e.g. "
                             "`python -m baselines.autoflow.search method=aflow benchmark=<b>` (it prints the path)")
-    doc = json.loads(p.read_text(encoding="utf-8"))
-    if doc.get("format") != ARTIFACT_FORMAT:
-        raise ArtifactError(f"{p} is not a workflow artifact (format {doc.get('format')!r})")
+    doc = read_json(p, what="workflow artifact", fix="re-run the search (python -m baselines.autoflow.search "
+                    "... restart=true), or restore the file")
+    if not isinstance(doc, dict) or doc.get("format") != ARTIFACT_FORMAT:
+        raise ArtifactError(f"{p} is not a workflow artifact (format "
+                            f"{doc.get('format') if isinstance(doc, dict) else type(doc).__name__!r})")
     if doc.get("version") != ARTIFACT_VERSION:
         raise ArtifactError(f"{p} has artifact version {doc.get('version')}, this code reads {ARTIFACT_VERSION}: "
                             "re-run the search")

@@ -34,7 +34,8 @@ from harness.identity import backbone_identity, check_run_identity
 from harness.ledger import CallLog, CallSummary, LedgerFile
 from harness.llm import LLMClient
 from harness.method import resolve
-from harness.results import RunPaths, read_jsonl_tolerant, write_json_atomic
+from harness.lock import LOCK_NAME, FolderLock
+from harness.results import RunPaths, read_json, read_jsonl_tolerant, write_json_atomic
 from harness.roles import build_role_backbones, resolve_roles, role_identities
 from harness.runner import RunSpec, Runner, spec_from_config
 from harness.spec import backbone_dir
@@ -192,9 +193,14 @@ class SearchContext:
     # ---- lifecycle -----------------------------------------------------------------------------
     async def open(self) -> None:
         if self.spec.full_config.get("restart") and self.out_dir.exists():
-            import shutil  # restart=true: the whole search starts over (the response cache still replays)
+            # restart=true: the whole search starts over (the response cache still replays); the folder's
+            # lock, held by run_search, stays
+            import shutil
 
-            shutil.rmtree(self.out_dir)
+            for child in self.out_dir.iterdir():
+                if child.name == LOCK_NAME:
+                    continue
+                shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
         self.out_dir.mkdir(parents=True, exist_ok=True)
 
         async def build(cfg: dict[str, Any]) -> Any:
@@ -290,7 +296,9 @@ class SearchContext:
         write_json_atomic(self.state_path, state)
 
     def resume(self) -> dict[str, Any] | None:
-        return json.loads(self.state_path.read_text(encoding="utf-8")) if self.state_path.exists() else None
+        return read_json(self.state_path, what="search checkpoint",
+                         fix="delete it to redo the search's unfinished rounds (finished runs replay from the "
+                             "cache), or re-run with restart=true")
 
     def log(self, message: str) -> None:
         with open(self.out_dir / "search.log", "a", encoding="utf-8") as fh:
@@ -353,6 +361,13 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
     sctx = SearchContext(spec, search_cfg, out, backbone=backbone, servers=servers)
     optimiser = resolve(search_cfg["optimiser"])(**dict(search_cfg.get("params") or {}))
     started = time.time()
+    with FolderLock(out, what="search folder"):  # one process per search folder (harness.lock)
+        return await _search_locked(spec, search_cfg, split_check, out, sctx, optimiser, started)
+
+
+async def _search_locked(spec: RunSpec, search_cfg: dict[str, Any], split_check: dict[str, Any], out: Path,
+                         sctx: "SearchContext", optimiser: Any, started: float) -> dict[str, Any]:
+    split = str(search_cfg.get("split", "validate"))
     await sctx.open()
     try:
         sctx.spec = exclude_shared(spec, split, split_check, out)  # after open(): restart=true empties the folder
