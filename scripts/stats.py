@@ -65,3 +65,40 @@ def _z(level: float) -> float:
     from scipy.stats import norm
 
     return float(norm.ppf(0.5 + level / 2))
+
+
+# ---- paired tests: is one cell's mean really above another's? ----------------------------------------------
+
+@dataclass(frozen=True)
+class Paired:
+    """A two-sided paired test of two cells over the problems both answered."""
+
+    p: float             # two-sided p-value (1.0 when nothing differs or nothing is shared)
+    method: str          # "mcnemar" (exact, 0/100 scores) | "wilcoxon" (signed-rank, any other score)
+    n_shared: int        # problems both cells answered
+    n_differ: int        # of those, problems whose scores differ (McNemar's discordant pairs)
+
+
+def paired_test(a: dict[str, float], b: dict[str, float]) -> Paired:
+    """Two cells' per-problem scores (problem id -> %, averaged over seeds), compared on their shared problems.
+
+    Exact McNemar (the two-sided binomial test of the discordant pairs at 1/2) when every score is 0 or 100,
+    since accuracy and pass@1 are 0/1 per problem and a normal approximation is wrong at small n; the Wilcoxon
+    signed-rank test otherwise (F1, or accuracy averaged over disagreeing seeds), which needs no normality."""
+    shared = sorted(set(a) & set(b))
+    xs, ys = [a[k] for k in shared], [b[k] for k in shared]
+    diffs = [x - y for x, y in zip(xs, ys) if x != y]
+    binary = all(v in (0.0, 100.0) for v in (*xs, *ys))
+    method = "mcnemar" if binary else "wilcoxon"
+    if not diffs:
+        return Paired(1.0, method, len(shared), 0)
+    if binary:
+        from scipy.stats import binomtest
+
+        wins = sum(1 for d in diffs if d > 0)
+        p = float(binomtest(wins, len(diffs), 0.5).pvalue)
+    else:
+        from scipy.stats import wilcoxon
+
+        p = float(wilcoxon(diffs).pvalue)
+    return Paired(min(1.0, p), method, len(shared), len(diffs))

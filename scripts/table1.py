@@ -19,12 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from scripts.collect import Agg, RunIndex, stop_fraction
+from scripts.protocol import compare, judge_of, models, sampling, split_of, temperatures
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from scripts.stats import paired_test
 from scripts.runs import csv_list, load_experiment, method_config, method_folder, parse_args
 
 CSV_FIELDS = ["backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",
               "n_seeds", "seeds", "n_problems", "answered", "selected", "n_errors", "complete", "stop_pct", "paper",
-              "paper_inferred", "diff", "footnotes", "reason", "first_error", "sources"]
+              "paper_inferred", "diff", "diff_withheld", "protocol", "row_protocol", "footnotes", "reason", "first_error", "sources"]
 
 
 def row_status(row: dict[str, Any]) -> tuple[str | None, str | None]:
@@ -104,15 +106,162 @@ def row_label(row: dict[str, Any], aggs: dict[str, Agg]) -> str:
     return str((method_config(row["method"]) or {}).get("label") or row["label"])
 
 
+# ---- best / second marks: only where a paired test says the difference is real -------------------------------
+
+def problem_scores(a: Agg) -> dict[str, float]:
+    """Problem id -> score (%) averaged over the cell's seeds, over the problems every seed answered."""
+    per = [r.problem_scores() for r in a.runs]
+    common = set(per[0]).intersection(*per[1:]) if per else set()
+    return {k: 100.0 * sum(p[k] for p in per) / len(per) for k in common}
+
+
+def significance_marks(column: list[Agg | None], alpha: float) -> dict[int, str]:
+    """Row index -> "bold" | "underline" in one benchmark column of complete cells.
+
+    The highest mean is bold only if it beats every other complete cell by a paired test over their shared
+    problems (:func:`scripts.stats.paired_test`: exact McNemar on 0/1 scores, Wilcoxon signed-rank on F1) at
+    ``alpha``; the second highest is underlined only if the best is bold and it too beats every cell below it.
+    Ties on the mean, or a column with one complete cell, mark nothing."""
+    cells = [(i, a) for i, a in enumerate(column) if a is not None and a.mean is not None]
+    if len(cells) < 2:
+        return {}
+    cells.sort(key=lambda ia: -ia[1].mean)  # type: ignore[operator]
+    scores = {i: problem_scores(a) for i, a in cells}
+
+    def beats_all_below(k: int) -> bool:
+        i, a = cells[k]
+        return all(round(a.mean, 6) > round(b.mean, 6)  # type: ignore[arg-type]
+                   and paired_test(scores[i], scores[j]).p < alpha for j, b in cells[k + 1:])
+
+    out: dict[int, str] = {}
+    if beats_all_below(0):
+        out[cells[0][0]] = "bold"
+        if len(cells) > 2 and beats_all_below(1):
+            out[cells[1][0]] = "underline"
+    return out
+
+
+# ---- the protocol line under each ↳ paper row ------------------------------------------------------------
+
+def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[str]]:
+    """(one benchmark's protocol text, what in it changes the metric's definition) from the cell's runs:
+    scorer rule (config.yaml benchmark keys) and judge, split and n of N (meta.json), seeds, against the paper's."""
+    pb = (pp.get("benchmarks") or {}).get(b) or {}
+    runs = list(a.runs) if a else []
+    if not runs:
+        return f"not run; paper: {pb.get('scorer', 'scorer not stated')}, {pb.get('split', 'split not stated')}", []
+    redefined: list[str] = []
+    keys = []
+    for k, want in (pb.get("rule") or {}).items():
+        got = sorted({str((r.config().get("benchmark") or {}).get(k, "not recorded")) for r in runs})
+        same = got == [str(want)]
+        keys.append(f"{k}={'/'.join(got)}" + ("" if same else f" ≠ paper {want}"))
+        if not same:
+            redefined.append(f"scorer {k}")
+    judges = sorted({j for j in map(judge_of, runs) if j})
+    if judges:
+        redefined.append("judge-scored")
+    scorer = (f"scorer {', '.join(keys) or 'not recorded'}" + (f", judge {'/'.join(judges)}" if judges else "")
+              + f" (paper: {pb.get('scorer', 'not stated')}{'' if judges else ', no judge'})")
+    sizes = sorted({split_of(r) for r in runs}, key=str)
+    split_txt = ", ".join(f"split {s} n={n}" + (f" of {t}" if t else "") for s, n, t in sizes)
+    if any(s not in (pb.get("same_problems") or []) for s, _, _ in sizes):
+        redefined.append("split")
+        split_txt += " (other problems than the paper's)"
+    paper_n = pb.get("n")
+    split_txt += f" vs paper {pb.get('split', 'not stated')}"
+    n = min(sel for _, sel, _ in sizes)
+    if paper_n:
+        split_txt += f": {n} of the paper's {paper_n} problems ({100 * n / int(paper_n):.1f}%)"
+    seeds = sorted({int(s) for s in a.seeds})
+    split_txt += f"; {compare('seeds', seeds, pp.get('seeds'))}"
+    return f"{scorer}; {split_txt}", redefined
+
+
+def row_protocol(label: str, aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
+    """The row-wide half of the protocol line: backbone (calls.jsonl models), temperatures (calls.jsonl), max
+    tokens (config.yaml sampling), against the paper's (A.2)."""
+    runs = [r for a in aggs.values() for r in a.runs]
+    if not runs:
+        return f"↳ protocol: not run; paper backbone {pp.get('backbone', 'not stated')}"
+    bb = models(runs)
+    parts = [f"backbone {'/'.join(bb) or 'not recorded'}"
+             + (" = paper" if bb == [pp.get("backbone")] else f" ≠ paper {pp.get('backbone', 'not stated')}")]
+    parts.append(compare("T", temperatures(runs), (pp.get("temperature_by_row") or {}).get(label,
+                                                                                          pp.get("temperature"))))
+    caps = sorted({int(s["max_tokens"]) for s in map(sampling, runs) if s.get("max_tokens") is not None})
+    parts.append(compare("max tokens", caps, pp.get("max_tokens")))
+    return "↳ protocol: " + "; ".join(parts)
+
+
+def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], benches: list[str],
+               records: list[dict[str, Any]], backbone: str, pp: dict[str, Any]) -> list[list[Any]]:
+    """The "↳ paper", "↳ Δ" and "↳ protocol" rows under a row the paper reports. A cell whose recorded scorer or
+    split is not the paper's measures something else: its Δ is withheld ("≠ measure"), not printed."""
+    pcells: list[Any] = ["↳ paper"]
+    dcells: list[Any] = ["↳ Δ (ours − paper)"]
+    protos = {b: cell_protocol(b, r["aggs"].get(b), pp) for b in benches}
+    redefined_any = [d for b in benches for d in protos[b][1]]
+    rp = row_protocol(row["label"], r["aggs"], pp)
+    for b in [*benches, "avg"]:
+        p = pref.get(b)
+        ours = r["avg"] if b == "avg" else r["means"].get(b)
+        rec = next((x for x in records if x["row"] == row["label"] and x["benchmark"] == b), None)
+        if rec is None and (p is not None or b != "avg"):
+            rec = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
+                   "status": "missing" if r["name"] is None else "not_run", "reason": r["reason"]}
+            records.append(rec)
+        if rec is not None:
+            rec["row_protocol"] = rp
+            if b != "avg":
+                rec["protocol"] = protos[b][0]
+        if p is None:
+            pcells.append("—")
+            dcells.append("—")
+            continue
+        inferred = bool(p.get("inferred"))
+        pcells.append(fmt(p["value"]) + ("†" if inferred else ""))
+        redefined = protos[b][1] if b != "avg" else redefined_any
+        diff = None if ours is None or redefined else ours - float(p["value"])
+        if ours is not None and redefined:
+            dcells.append(f"≠ measure ({', '.join(dict.fromkeys(redefined))})")
+        else:
+            dcells.append(fmt(diff) if diff is None else ("+" if diff >= 0 else "") + fmt(diff))
+        rec.update({"paper": p["value"], "paper_inferred": inferred,  # type: ignore[union-attr]
+                    "diff": None if diff is None else round(diff, 4),
+                    "diff_withheld": ", ".join(dict.fromkeys(redefined)) if ours is not None and redefined else None})
+    return [pcells, dcells, [rp, *[protos[b][0] for b in benches], ""]]
+
+
+def marks_note(alpha: float) -> str:
+    return ("Best bold, second underlined only where the difference is significant: a paired test over the "
+            "problems both cells answered (each problem's score averaged over seeds), exact McNemar on 0/1 scores "
+            f"(accuracy, pass@1), Wilcoxon signed-rank otherwise (F1), two-sided p < {alpha:g} "
+            "(scripts/stats.py paired_test; `significance_alpha` in scripts/experiments/table1.yaml); the best "
+            "must beat every other complete cell of its column, the second every cell below it. Avg carries no "
+            "mark (a mean of six means has no paired test).")
+
+
+PROTOCOL_NOTE = ("↳ protocol: generated from what the cell's runs recorded (config.yaml scorer keys and sampling, "
+                 "meta.json split and n of the split, calls.jsonl backbone models and temperatures, the seeds), each "
+                 "against the paper's protocol (DenoiseFlow §4.1, A.1, A.2, A.4: `reference.protocol` in "
+                 "scripts/experiments/table1.yaml): = paper, ≠ paper, or \"paper: not stated\". Where the scorer "
+                 "rule or the problem population differs from the paper's the metric is another one: its ↳ Δ is "
+                 "withheld (\"≠ measure (…)\", CSV diff_withheld), not printed; a smaller subset of the paper's "
+                 "problems or another backbone/temperature changes the experiment, not the measure, and keeps its Δ.")
+
+
 def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
           seeds: list[int] | None = None, index: RunIndex | None = None) -> tuple[Table, list[dict[str, Any]]]:
     exp = exp or load_experiment("table1")
+    alpha = float(exp.get("significance_alpha", 0.05))
     root = Path(results_root)
     index = index or RunIndex.scan(root, exp["experiment"])
     benches: list[str] = exp["benchmarks"]
     labels = exp.get("benchmark_labels", {})
     ref = (exp.get("reference") or {}).get("rows", {})
     ref_backbone = (exp.get("reference") or {}).get("backbone")
+    pp = (exp.get("reference") or {}).get("protocol") or {}
     proto = protocol_record(root, exp, backbone)
 
     # 1) numbers
@@ -128,23 +277,16 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
         body.append({"row": row, "name": name, "reason": reason, "aggs": aggs, "means": means, "avg": avg})
 
-    # 2) best (bold) and second best (underlined) per column, among complete cells
-    rank: dict[str, tuple[float | None, float | None]] = {}
-    for col in [*benches, "avg"]:
-        vals = sorted({round(r["avg"] if col == "avg" else r["means"][col], 6) for r in body
-                       if (r["avg"] if col == "avg" else r["means"][col]) is not None}, reverse=True)
-        # a column where every method ties marks nothing
-        rank[col] = (vals[0], vals[1]) if len(vals) > 1 else (None, None)
+    # 2) best (bold) and second best (underlined) per column, only where a paired test says so
+    marks = {b: significance_marks([r["aggs"].get(b) for r in body], alpha) for b in benches}
 
-    def styled(col: str, value: float | None, text: str) -> Cell:
-        best, second = rank[col]
-        v = None if value is None else round(value, 6)
-        return Cell(text, bold=v is not None and best is not None and v == best,
-                    underline=v is not None and second is not None and v == second)
+    def styled(col: str, i: int, text: str) -> Cell:
+        m = marks.get(col, {}).get(i)
+        return Cell(text, bold=m == "bold", underline=m == "underline")
 
     # 3) the table, with the paper's rows and our difference under each row the paper reports
     columns = ["Method", *[labels.get(b, b) for b in benches], "Avg"]
-    table = Table(title=f"Table 1: {backbone} (score % [95% interval] n=problems; best bold, second underlined)",
+    table = Table(title=f"Table 1: {backbone} (score % [95% interval] n=problems; bold/underlined: significantly best/second)",
                   columns=columns, label=f"tab:table1-{backbone}")
     records: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -156,7 +298,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
     any_inferred = False
     ci_methods: set[str] = set()
     stop_all = [0, 0, 0]
-    for r in body:
+    for ri, r in enumerate(body):
         row, aggs = r["row"], r["aggs"]
         if groups_seen and row.get("group") != groups_seen[-1]:
             table.rules_after.add(len(table.rows) - 1)
@@ -196,14 +338,14 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
             ci = a.ci()
             if ci:
                 ci_methods.add(ci.method)
-            cells.append(styled(b, a.mean, cell_text(a)))
+            cells.append(styled(b, ri, cell_text(a)))
             records.append({**rec, "status": "ok", "mean": round(a.mean, 4),  # type: ignore[arg-type]
                             "ci_low": None if ci is None else round(ci.low, 4),
                             "ci_high": None if ci is None else round(ci.high, 4),
                             "ci_method": None if ci is None else ci.method,
                             "std": None if a.std is None else round(a.std, 4)})
         if r["avg"] is not None:
-            cells.append(styled("avg", r["avg"], fmt(r["avg"])))
+            cells.append(fmt(r["avg"]))   # no paired test over a mean of means: no mark
             records.append({"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": "avg",
                             "status": "ok", "mean": round(r["avg"], 4), "footnotes": foot_csv,
                             "sources": ";".join(s for b in benches for s in aggs[b].sources(root))})
@@ -215,29 +357,8 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
 
         pref = ref.get(row["label"])
         if pref:
-            pcells: list[Any] = ["↳ paper"]
-            dcells: list[Any] = ["↳ Δ (ours − paper)"]
-            for b in [*benches, "avg"]:
-                p = pref.get(b)
-                ours = r["avg"] if b == "avg" else r["means"].get(b)
-                if p is None:
-                    pcells.append("—")
-                    dcells.append("—")
-                    continue
-                inferred = bool(p.get("inferred"))
-                any_inferred |= inferred
-                pcells.append(fmt(p["value"]) + ("†" if inferred else ""))
-                diff = None if ours is None else ours - float(p["value"])
-                dcells.append(fmt(diff) if diff is None else ("+" if diff >= 0 else "") + fmt(diff))
-                rec = next((x for x in records if x["row"] == row["label"] and x["benchmark"] == b), None)
-                if rec is None:
-                    rec = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
-                           "status": "missing" if r["name"] is None else "not_run", "reason": r["reason"]}
-                    records.append(rec)
-                rec.update({"paper": p["value"], "paper_inferred": inferred,
-                            "diff": None if diff is None else round(diff, 4)})
-            table.rows.append(pcells)
-            table.rows.append(dcells)
+            table.rows.extend(paper_rows(row, r, pref, benches, records, backbone, pp))
+            any_inferred |= any(bool((pref.get(b) or {}).get("inferred")) for b in [*benches, "avg"])
 
     notes.append("Scores in %: accuracy (GSM8K, MATH), pass@1 (MBPP, HumanEval), F1 (HotpotQA, DROP); each cell is "
                  "the mean over problems (and over seeds when several: n=problems×seeds) with its 95% interval over "
@@ -247,6 +368,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
                      for m in sorted(ci_methods, key=lambda m: m != "wilson"))
                  + (" (scripts/stats.py)." if ci_methods else "scripts/stats.py.")
                  + " Avg (no interval) only when all six benchmarks are complete.")
+    notes.append(marks_note(alpha))
     if incomplete_notes:
         notes.append("incomplete = the cell's runs have errors (infrastructure failures, not wrong answers) or "
                      "unanswered problems; it is not averaged. Re-run the target to resume or retry: "
@@ -257,6 +379,8 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
                      f"(calls.jsonl){'' if pct >= 90 else ' — BELOW 90%: raise max_tokens for this protocol'}"
                      + (f"; {stop_all[2] - stop_all[1]} calls recorded no finish_reason" if stop_all[2] > stop_all[1]
                         else "") + ".")
+    if ref and pp:
+        notes.append(PROTOCOL_NOTE)
     if ref:
         src = (exp.get("reference") or {}).get("source", "")
         notes.append(f"↳ paper: {src}." + (" † inferred by arithmetic from stated margins/averages, not stated."

@@ -1,0 +1,145 @@
+"""Table 1's ↳ protocol lines come from what the runs recorded (issue 21), a cell measured by another scorer or on
+other problems withholds its Δ, and best/second marks need a significant paired test."""
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.test_reporting import _fake_metrics
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results" / "table1"
+
+
+def _as_method(root: Path, bench: str, method: str, edit=None) -> Path:
+    """The recorded embedded IO run of ``bench`` (config.yaml, meta.json, calls.jsonl, predictions) filed as
+    ``method``'s run, with ``edit`` applied to its config.yaml."""
+    d = root / "table1" / bench / method / "local" / "seed=42"
+    shutil.copytree(FIXTURE / bench / "io" / "local" / "seed=42", d)
+    cfg = yaml.safe_load((d / "config.yaml").read_text())
+    cfg["method"]["name"] = method
+    cfg["method"].pop("label", None)        # the row label is then the paper's (table1.yaml)
+    if edit:
+        edit(cfg)
+    (d / "config.yaml").write_text(yaml.safe_dump(cfg))
+    return d
+
+
+def _row(t, label):
+    i = next(i for i, r in enumerate(t.rows) if str(getattr(r[0], "text", r[0])) == label)
+    return i, t.rows[i]
+
+
+def test_protocol_line_is_generated_from_the_recorded_runs(tmp_path):
+    from scripts import table1
+
+    root = tmp_path / "results"
+    gsm = _as_method(root, "gsm8k", "denoiseflow")
+    math = _as_method(root, "math", "denoiseflow")
+    t, recs = table1.build(root, "local")
+    i, _ = _row(t, "DenoiseFlow")
+    paper, delta, proto = t.rows[i + 1], t.rows[i + 2], t.rows[i + 3]
+    assert paper[0] == "↳ paper" and delta[0] == "↳ Δ (ours − paper)"
+    g_cfg = yaml.safe_load((gsm / "config.yaml").read_text())
+    g_meta = json.loads((gsm / "meta.json").read_text())["data"]
+    # row-wide: the backbone the calls named, their temperature, the max tokens the run's sampling had
+    assert proto[0] == (f"↳ protocol: backbone {g_cfg['backbone']['model']} ≠ paper gpt-4o-mini-2024-07-18; "
+                             "T 0 ≠ paper 0/0.7; max tokens 512/1024 ≠ paper 4096")   # GSM8K's and MATH's
+    assert g_cfg["backbone"]["sampling"]["max_tokens"] == 512
+    # GSM8K: the paper's last-number rule on AFlow's test split (a subset of the paper's 1,319): Δ kept
+    assert proto[1] == (f"scorer metric=accuracy, extract={g_cfg['benchmark']['extract']} (paper: last number of the "
+                        f"output (A.4), no judge); split {g_meta['split']} n={g_meta['selected']} of {g_meta['total']} "
+                        "vs paper test split, 1,319 problems (A.1): 2 of the paper's 1319 problems (0.2%); "
+                        "seeds 42 ≠ paper 42/123/456")
+    ours = next(r for r in recs if r["row"] == "DenoiseFlow" and r["benchmark"] == "gsm8k")
+    assert delta[1] == f"−{93.9 - ours['mean']:.1f}" and ours["diff"] == pytest.approx(ours["mean"] - 93.9)
+    # MATH: math-verify on AFlow's Level-5 split, neither the paper's sympy rule nor its problems: no Δ
+    assert "equivalence=math_verify ≠ paper aflow" in proto[2] and "(other problems than the paper's)" in proto[2]
+    assert delta[2] == "≠ measure (scorer equivalence, split)"
+    m = next(r for r in recs if r["row"] == "DenoiseFlow" and r["benchmark"] == "math")
+    assert m["diff"] is None and m["diff_withheld"] == "scorer equivalence, split" and m["protocol"] == proto[2]
+
+
+def test_protocol_line_follows_a_changed_config(tmp_path):
+    """Another extraction rule recorded in config.yaml: the line names it and the Δ is withheld; MATH on MATH-500 by
+    the paper's sympy rule measures what the paper did and keeps its Δ."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+
+    def flexible(cfg):
+        cfg["benchmark"]["extract"] = "flexible"
+
+    def paper_math(cfg):
+        cfg["benchmark"]["equivalence"] = "aflow"
+
+    _as_method(root, "gsm8k", "denoiseflow", flexible)
+    d = _as_method(root, "math", "denoiseflow", paper_math)
+    meta = json.loads((d / "meta.json").read_text())
+    meta["data"].update({"split": "math500", "total": 500})
+    (d / "meta.json").write_text(json.dumps(meta))
+    res = table1.write_all(root, backbones=["local"])
+    t = res["tables"][0]
+    i, _ = _row(t, "DenoiseFlow")
+    delta, proto = t.rows[i + 2], t.rows[i + 3]
+    assert "extract=flexible ≠ paper protocol" in proto[1] and delta[1] == "≠ measure (scorer extract)"
+    assert "equivalence=aflow," not in proto[2] and "split math500 n=2 of 500" in proto[2]
+    assert "other problems" not in proto[2] and delta[2].startswith("−")
+    rows = {r["benchmark"]: r for r in csv.DictReader(open(root / "table1" / "table1.csv")) if r["row"] == "DenoiseFlow"}
+    assert rows["gsm8k"]["diff"] == "" and rows["gsm8k"]["diff_withheld"] == "scorer extract"
+    assert rows["math"]["diff"] != "" and rows["math"]["protocol"] == proto[2]
+    assert rows["gsm8k"]["row_protocol"] == proto[0]
+
+
+def test_marks_vanish_when_not_significant(tmp_path):
+    """n = 2: 100% against 0% on both problems is p = 0.5 by exact McNemar: no bold, no underline."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+    _fake_metrics(root, "gsm8k", "cot", 42, 100.0, n=2, scores=[1.0, 1.0])
+    _fake_metrics(root, "gsm8k", "io", 42, 0.0, n=2, scores=[0.0, 0.0])
+    _fake_metrics(root, "gsm8k", "cot_sc", 42, 50.0, n=2, scores=[1.0, 0.0])
+    t, _ = table1.build(root, "local")
+    for label in ("IO", "CoT", "CoT-SC"):
+        cell = _row(t, label)[1][1]
+        assert not cell.bold and not cell.underline, label
+    assert any("exact McNemar" in n for n in t.notes)
+
+
+def test_marks_appear_when_significant(tmp_path):
+    """n = 20: CoT right on every problem, CoT-SC wrong on 8 of them, IO wrong on 16: every pair is significant
+    (McNemar p = 2/2^8, 2/2^16, 2/2^8), so CoT is bold and CoT-SC underlined; IO beside an equal CoT-SC is not."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+    _fake_metrics(root, "gsm8k", "cot", 42, 100.0, n=20, scores=[1.0] * 20)
+    _fake_metrics(root, "gsm8k", "cot_sc", 42, 60.0, n=20, scores=[0.0] * 8 + [1.0] * 12)
+    _fake_metrics(root, "gsm8k", "io", 42, 20.0, n=20, scores=[0.0] * 16 + [1.0] * 4)
+    t, _ = table1.build(root, "local")
+    assert _row(t, "CoT")[1][1].bold and not _row(t, "CoT")[1][1].underline
+    assert _row(t, "CoT-SC")[1][1].underline and not _row(t, "CoT-SC")[1][1].bold
+    assert not _row(t, "IO")[1][1].bold and not _row(t, "IO")[1][1].underline
+    # the second is not underlined when it does not beat the one below it: CoT-SC and IO differ on 4 problems only
+    # in opposite directions (2 each way)
+    shutil.rmtree(root)
+    _fake_metrics(root, "gsm8k", "cot", 42, 100.0, n=20, scores=[1.0] * 20)
+    _fake_metrics(root, "gsm8k", "cot_sc", 42, 50.0, n=20, scores=[0.0] * 10 + [1.0] * 10)
+    _fake_metrics(root, "gsm8k", "io", 42, 45.0, n=20, scores=[1.0] * 2 + [0.0] * 11 + [1.0] * 7)
+    t, _ = table1.build(root, "local")
+    assert _row(t, "CoT")[1][1].bold and not _row(t, "CoT-SC")[1][1].underline
+
+
+def test_paired_test_hand_checked():
+    from scripts.stats import paired_test
+
+    a = {str(i): 100.0 for i in range(20)}
+    b = {str(i): (0.0 if i < 8 else 100.0) for i in range(20)}
+    r = paired_test(a, b)   # 8 discordant pairs, all one way: 2 * 0.5^8
+    assert (r.method, r.n_shared, r.n_differ, r.p) == ("mcnemar", 20, 8, pytest.approx(2 / 2 ** 8))
+    assert paired_test(a, {"x": 0.0}).p == 1.0                     # nothing shared: nothing significant
+    f1 = paired_test({str(i): 60.0 for i in range(10)}, {str(i): 50.0 + (i % 2) for i in range(10)})
+    assert f1.method == "wilcoxon" and f1.p < 0.01                  # F1 differences, all one way over 10 problems
