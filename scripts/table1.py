@@ -156,8 +156,8 @@ def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[
         got = sorted({str((r.config().get("benchmark") or {}).get(k, "not recorded")) for r in runs})
         same = got == [str(want)]
         keys.append(f"{k}={'/'.join(got)}" + ("" if same else f" ≠ paper {want}"))
-        if not same:
-            redefined.append(f"scorer {k}")
+        if not same:   # a run that did not record the key cannot show it measured what the paper did
+            redefined.append(f"scorer {k}" + (" not recorded" if "not recorded" in got else ""))
     judges = sorted({j for j in map(judge_of, runs) if j})
     if judges:
         redefined.append("judge-scored")

@@ -143,3 +143,20 @@ def test_paired_test_hand_checked():
     assert paired_test(a, {"x": 0.0}).p == 1.0                     # nothing shared: nothing significant
     f1 = paired_test({str(i): 60.0 for i in range(10)}, {str(i): 50.0 + (i % 2) for i in range(10)})
     assert f1.method == "wilcoxon" and f1.p < 0.01                  # F1 differences, all one way over 10 problems
+
+
+def test_a_run_that_recorded_no_config_has_its_delta_withheld(tmp_path):
+    """A folder without config.yaml / meta.json cannot show it measured what the paper did: the line says "not
+    recorded" and the Δ is withheld rather than printed as if like for like."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+    _fake_metrics(root, "drop", "denoiseflow", 42, 80.0, n=4, scores=[0.8] * 4)
+    t, recs = table1.build(root, "local")
+    i, _ = _row(t, "DenoiseFlow")
+    delta, proto = t.rows[i + 2], t.rows[i + 3]
+    drop = 1 + table1.load_experiment("table1")["benchmarks"].index("drop")
+    assert "metric=not recorded ≠ paper f1" in proto[drop] and "split not recorded n=4" in proto[drop]
+    assert delta[drop] == "≠ measure (scorer metric not recorded, scorer f1_mode not recorded, split)"
+    assert proto[0] == ("↳ protocol: backbone not recorded ≠ paper gpt-4o-mini-2024-07-18; T not recorded ≠ paper "
+                        "0/0.7; max tokens not recorded ≠ paper 4096")
