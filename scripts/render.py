@@ -65,6 +65,8 @@ def latex_escape(text: str) -> str:
             out.append("$\\times$")
         elif ch == "≥":
             out.append("$\\geq$")
+        elif ch == "≠":
+            out.append("$\\neq$")
         elif ch == "~":
             out.append("\\textasciitilde{}")
         elif ch == "\\":

@@ -247,7 +247,7 @@ PROTOCOL_NOTE = ("↳ protocol: generated from what the cell's runs recorded (co
                  "against the paper's protocol (DenoiseFlow §4.1, A.1, A.2, A.4: `reference.protocol` in "
                  "scripts/experiments/table1.yaml): = paper, ≠ paper, or \"paper: not stated\". Where the scorer "
                  "rule or the problem population differs from the paper's the metric is another one: its ↳ Δ is "
-                 "withheld (\"≠ measure (…)\", CSV diff_withheld), not printed; a smaller subset of the paper's "
+                 "withheld (\"≠ measure (...)\", CSV diff_withheld), not printed; a smaller subset of the paper's "
                  "problems or another backbone/temperature changes the experiment, not the measure, and keeps its Δ.")
 
 

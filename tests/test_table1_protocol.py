@@ -93,6 +93,8 @@ def test_protocol_line_follows_a_changed_config(tmp_path):
     assert rows["gsm8k"]["diff"] == "" and rows["gsm8k"]["diff_withheld"] == "scorer extract"
     assert rows["math"]["diff"] != "" and rows["math"]["protocol"] == proto[2]
     assert rows["gsm8k"]["row_protocol"] == proto[0]
+    tex = (root / "table1" / "table1.tex").read_text()   # the protocol line in LaTeX: ≠ typeset, not raw Unicode
+    assert "extract=flexible $\\neq$ paper protocol" in tex and "≠" not in tex
 
 
 def test_marks_vanish_when_not_significant(tmp_path):
