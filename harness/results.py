@@ -277,11 +277,14 @@ def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], p
     """What earlier interrupted invocations cost this one.
 
     ``lost_in_flight``: requests sent before this invocation that never got a ledger line (in flight at a
-    kill); ``rebought``: of this invocation's requests, those re-sending one of them (what the kill cost);
+    kill); ``rebought``: of this invocation's requests, those re-sending one sent before it (what the kill cost:
+    the lost ones, and the rare reply whose ledger line was written but whose cache entry was not, since the
+    ledger line comes first so that no paid call is missing from the bill);
     ``replayed_from_cache``: calls of problems interrupted earlier that this invocation took from the cache
     (paid once, not again)."""
     recorded = {c.get("request") for c in calls if c.get("request") and c.get("error_kind") != "cancelled"}
     lost_keys = {r.get("key") for r in requests if r.get("time", 0) < started and r.get("request") not in recorded}
+    sent_before = {r.get("key") for r in requests if r.get("time", 0) < started}
     now_sent = [r for r in requests if r.get("time", 0) >= started]
     finished_attempts = {p.get("attempt") for p in predictions}
     interrupted = {c.get("attempt") for c in calls if c.get("time", 0) < started} - finished_attempts
@@ -291,7 +294,7 @@ def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], p
     now = [c for c in calls if c.get("time", 0) >= started and c.get("problem_id") in interrupted_problems]
     return {"interrupted_problems": len(interrupted_problems - {None}),
             "lost_in_flight": len(lost_keys),
-            "rebought": sum(1 for r in now_sent if r.get("key") in lost_keys),
+            "rebought": sum(1 for r in now_sent if r.get("key") in sent_before),
             "replayed_from_cache": sum(1 for c in now if c.get("cache_hit"))}
 
 
