@@ -47,8 +47,8 @@ def _norm(text: str) -> str:
 
 def test_math_train_shares_no_problem_with_any_scored_math_split():
     cfg = _bench(["benchmark=math", "benchmark.split=train"])
-    if not (data_dir() / cfg["splits"]["train"]).is_file():
-        pytest.skip("math/math_train.jsonl is not placed: run `make data`")
+    # make test runs make data first: a missing file is a failure, not a skip (as for every data file)
+    assert (data_dir() / cfg["splits"]["train"]).is_file(), "math/math_train.jsonl is not placed: run `make data`"
     train, info = build_benchmark(cfg).load()
     assert info.split == "train" and len(train) == 7496
     # the source's only rows without an answer (their solutions end in an empty \boxed{}); `\boxed 2` reads as 2

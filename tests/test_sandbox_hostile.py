@@ -84,15 +84,13 @@ def must_fail(body: str, **kw: Any) -> Any:
 @pytest.fixture(scope="module")
 def planted() -> Iterator[dict[str, str]]:
     """Files holding TOKEN where the harness keeps what untrusted code must not see: the data folder
-    (or, before `make data`, the shared datasets), the results folder, the response cache's folder,
+    (made for the test if absent, like the others), the results folder, the response cache's folder,
     the repository itself, and a root-only 0600 file outside the repository."""
     made: list[Path] = []
     dirs: list[Path] = []
     targets: dict[str, str] = {}
     for name, folder in (("data", REPO / "data"), ("results", REPO / "results"), ("cache", REPO / ".cache"),
                          ("repo", REPO)):
-        if name == "data" and not folder.is_dir():
-            continue
         if not folder.exists():
             folder.mkdir()
             dirs.append(folder)
@@ -125,8 +123,6 @@ def _answers_file() -> Path | None:
 
 @pytest.mark.parametrize("target", ["data", "results", "cache", "repo", "root-only 0600"])
 def test_reading_the_harness_files_fails(mode: str, planted: dict[str, str], target: str) -> None:
-    if target not in planted:
-        pytest.skip(f"no {target} folder on this machine")
     must_fail(f"try:\n    found = open({planted[target]!r}).read() == {TOKEN!r}\n"
               "except OSError:\n    found = False\nreturn a + b if found else 0\n")
 
