@@ -55,12 +55,17 @@ def sampling_script():
     return script
 
 
-@pytest.fixture
-def sample_run(tmp_path: Path, tiny_data: Path) -> Path:
+def _sampling_run(tmp_path: Path, script, limit: int):
+    """A dynagraph_sample run (3 plan samples per problem) of the first ``limit`` tiny problems: (spec, metrics)."""
     method = {"name": "dynagraph_sample", "solver": "dynagraph.method:DynaGraph",
               "roles": ["planner", "expert1", "expert2", "expert3"], "params": {"plan_samples": 3}}
-    spec = make_spec(tmp_path, method, limit=2)
-    m = run(spec, ScriptedBackbone(sampling_script()))
+    spec = make_spec(tmp_path, method, limit=limit)
+    return spec, run(spec, ScriptedBackbone(script))
+
+
+@pytest.fixture
+def sample_run(tmp_path: Path, tiny_data: Path) -> Path:
+    spec, m = _sampling_run(tmp_path, sampling_script(), limit=2)
     assert m["n"] == 2 and m["score"] == 1.0
     return spec.out_dir
 
@@ -141,10 +146,7 @@ def _mixed_script():
 
 @pytest.fixture
 def mixed_run(tmp_path: Path, tiny_data: Path) -> Path:
-    method = {"name": "dynagraph_sample", "solver": "dynagraph.method:DynaGraph",
-              "roles": ["planner", "expert1", "expert2", "expert3"], "params": {"plan_samples": 3}}
-    spec = make_spec(tmp_path, method, limit=1)
-    m = run(spec, ScriptedBackbone(_mixed_script()))
+    spec, m = _sampling_run(tmp_path, _mixed_script(), limit=1)
     assert m["n"] == 1 and m["score"] == 0.0                      # the scored candidate 0 is wrong
     return spec.out_dir
 
