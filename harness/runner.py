@@ -150,6 +150,11 @@ class Runner:
         started = time.time()
         roles_meta = role_identities(self.roles, backbones)
         meta = run_metadata(spec, data_info.to_dict(), backbones["default"], started=started, roles=roles_meta)
+        earlier = read_json(self.paths.meta, what="the run's metadata", default=None)
+        earlier_sandbox = earlier.get("sandbox") if isinstance(earlier, dict) else None
+        if isinstance(earlier_sandbox, dict) and earlier_sandbox.get("note") and not meta["sandbox"].get("note"):
+            # a folder resumed under bwrap keeps the answers an earlier invocation made without isolation
+            meta["sandbox"] = {**meta["sandbox"], "note": earlier_sandbox["note"], "earlier": earlier_sandbox}
         writer.write_json(self.paths.meta, meta)
         _write_yaml(self.paths.config, spec.full_config)
         try:

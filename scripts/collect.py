@@ -63,7 +63,9 @@ class SeedRun:
             meta = json.loads((self.dir / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return None
-        return ((meta.get("sandbox") or {}).get("isolation")) if isinstance(meta, dict) else None
+        sandbox = (meta.get("sandbox") or {}) if isinstance(meta, dict) else {}
+        # the note outlives a resume under bwrap: some answers in the folder were made without isolation
+        return "process" if sandbox.get("note") else sandbox.get("isolation")
 
     def config(self) -> dict[str, Any]:
         if self._config is None:

@@ -61,3 +61,19 @@ def test_table1_footnotes_the_cells_whose_runs_had_no_isolation(tmp_path):
     md = (root / "table1" / "table1.md").read_text()
     line = next(ln for ln in md.splitlines() if "without filesystem isolation" in ln)
     assert "IO / MATH" in line and "GSM8K" not in line
+
+
+def test_a_folder_resumed_under_bwrap_keeps_the_no_isolation_note(tmp_path, tiny_data, restore_isolation):
+    method = {"name": "m", "solver": "tests.fake_methods:ask_many", "params": {"n": 1}}
+    first = make_spec(tmp_path, method, limit=1)
+    first.full_config["sandbox"] = {"isolation": "process"}
+    run(first, ScriptedBackbone(lambda messages, sampling: "ANSWER: 0"))
+    again = make_spec(tmp_path, method, limit=2)  # the same folder, resumed with one more problem
+    again.full_config["sandbox"] = {"isolation": "bwrap"}
+    run(again, ScriptedBackbone(lambda messages, sampling: "ANSWER: 0"))
+    meta = json.loads((again.out_dir / "meta.json").read_text())
+    assert meta["sandbox"]["isolation"] == "bwrap" and meta["sandbox"]["earlier"]["isolation"] == "process"
+    assert meta["sandbox"]["note"] == "untrusted code ran without filesystem isolation"
+    from scripts.collect import SeedRun
+
+    assert SeedRun(seed=42, dir=again.out_dir, metrics={}).sandbox_isolation() == "process"
