@@ -13,7 +13,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # llama.cpp without OpenMP: the default OpenMP build is 2-3x slower and erratic on 2 cores under
 # concurrent requests. A portable AVX2 build, not -march=native: a native build picks up AMX, which
 # this VM's CPU advertises but faults on ("Illegal instruction" at the first completion).
-# The embedded server is llama.cpp's own llama-server, built by harness/llama_build.py from the pinned
+# The embedded server is llama.cpp's own llama-server, built by harness/embedded/build.py from the pinned
 # llama-cpp-python sdist with the same flags (its CMAKE_FLAGS) and cached under
 # ~/.cache/agentic-repro/llama-server/<sdist sha256 + flags>/ (~5 min on 2 idle cores, ~11-13 min loaded;
 # instant afterwards). LLAMA_CMAKE_ARGS is for the optional llama-cpp-python wheel (server.impl=python);
@@ -72,7 +72,7 @@ sandbox-tools:
 
 install: $(STAMP)/core sandbox-tools
 install-server: install
-	nice -n 10 $(PY) -m harness.llama_build
+	nice -n 10 $(PY) -m harness.embedded.build
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed

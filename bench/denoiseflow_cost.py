@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     base += args.override
 
     from denoiseflow.config import canonical_variant
-    from harness.local_server import ServerPool
+    from harness.embedded.server import ServerPool
 
     extra = [canonical_variant(v) for v in args.also.split(",") if v.strip()]
     extra = [v for v in dict.fromkeys(extra) if v not in ("full", "fixed_k7")]

@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.gguf_model import KNOWN_MODELS, ModelSpec, resolve_gguf  # noqa: E402
-from harness.local_server import ServerPool, choose_threads, external_url, served_models  # noqa: E402
+from harness.embedded.gguf import KNOWN_MODELS, ModelSpec, resolve_gguf  # noqa: E402
+from harness.embedded.server import ServerPool, choose_threads, external_url, served_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

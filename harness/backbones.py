@@ -26,7 +26,7 @@ KINDS = ("openai", "embedded", "vllm-inprocess", "peft")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
-    """``servers`` is the :class:`harness.local_server.ServerPool` that owns embedded servers
+    """``servers`` is the :class:`harness.embedded.server.ServerPool` that owns embedded servers
     (one per model and settings, reused by every run that shares the pool)."""
     name = cfg["name"]
     kind = cfg.get("kind")
@@ -48,15 +48,15 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         **common)
     if kind == "embedded":
         if servers is None:
-            raise BackboneError("an embedded backbone needs a server pool (harness.local_server.ServerPool)")
+            raise BackboneError("an embedded backbone needs a server pool (harness.embedded.server.ServerPool)")
         return await _embedded(cfg, run_dir, seed, {**common, "rate_limit": rate_limit}, servers)
     if kind == "vllm-inprocess":
         if cfg.get("adapters"):
             raise BackboneError(f"backbone '{name}': adapters are served by a vLLM server (kind: openai, "
                                 "`vllm serve --enable-lora`), not in-process", kind="config", attempts=0)
         return VLLMInProcessBackbone(model=cfg["model"], engine_args=cfg.get("engine_args"), **common)
-    if kind == "peft":  # transformers + peft in this process (harness/peft_backbone.py; extra `train`)
-        from harness.peft_backbone import build_peft_backbone
+    if kind == "peft":  # transformers + peft in this process (harness/embedded/peft.py; extra `train`)
+        from harness.embedded.peft import build_peft_backbone
         return await build_peft_backbone(cfg, **common)
     raise BackboneError(f"backbone '{name}': kind={kind!r} is not one of {KINDS}; fix configs/backbone/{name}.yaml")
 
@@ -65,7 +65,7 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
                     servers: Any) -> OpenAICompatibleBackbone:
     import asyncio
 
-    from harness.gguf_model import ModelSpec, model_identity, resolve_gguf
+    from harness.embedded.gguf import ModelSpec, model_identity, resolve_gguf
     name = cfg["name"]
     spec = ModelSpec.from_config(cfg, name=cfg["model"])
     path = await asyncio.to_thread(resolve_gguf, spec)
@@ -104,7 +104,7 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
 
 def _match_lora_ids(base_url: str, specs: dict[str, Any], name: str) -> dict[str, int]:
     """Adapter name -> the server's id, checked against ``GET /lora-adapters`` (by resolved path)."""
-    from harness.local_server import lora_adapters
+    from harness.embedded.server import lora_adapters
 
     loaded = lora_adapters(base_url)
     by_path = {str(Path(a.get("path", "")).resolve()): int(a["id"]) for a in loaded}

@@ -488,7 +488,7 @@ def run_spec(spec: RunSpec, servers: Any | None = None) -> dict[str, Any]:
     without one, a pool is made for this run and its servers stop when it ends."""
     if servers is not None:
         return asyncio.run(Runner(spec, servers=servers).run())
-    from harness.local_server import ServerPool
+    from harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         return asyncio.run(Runner(spec, servers=pool).run())

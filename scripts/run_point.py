@@ -26,7 +26,7 @@ def _pool():
     llama.cpp server starts once (its servers stop at interpreter exit)."""
     global _POOL
     if _POOL is None:
-        from harness.local_server import ServerPool
+        from harness.embedded.server import ServerPool
 
         _POOL = ServerPool()
     return _POOL

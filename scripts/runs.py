@@ -179,7 +179,7 @@ def execute(items: list[Planned], *, log: Callable[[str], None] = print,
             on_done: Callable[[Planned], None] | None = None, keep_going: bool = True) -> list[Planned]:
     """Run every planned item that is not done, one after another, in this process, sharing one server pool
     (the embedded llama.cpp server starts once for all runs and stops at the end)."""
-    from harness.local_server import ServerPool
+    from harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         return _execute(items, pool, log, on_done, keep_going)

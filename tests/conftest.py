@@ -94,7 +94,7 @@ _SERVERS: list[Any] = []  # the test session's embedded-server pool (see the fix
 @pytest.fixture(scope="session", autouse=True)
 def embedded_servers():
     """One pool for the whole test session: the embedded model server starts once and stops at the end."""
-    from harness.local_server import ServerPool
+    from harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         _SERVERS.append(pool)

@@ -135,7 +135,7 @@ def test_adapter_not_loaded_by_the_server_is_refused(stub, tmp_path):
 
 def test_server_start_zeroes_every_default_scale(stub):
     """POST /lora-adapters sets the server-wide default: at start every adapter goes to 0, and it is checked."""
-    from harness.local_server import zero_lora_defaults
+    from harness.embedded.server import zero_lora_defaults
 
     url, files = stub
     after = zero_lora_defaults(url, [str(f) for f in files])
@@ -255,7 +255,7 @@ def test_adapters_need_llama_server(tmp_path, monkeypatch):
     from harness import backbones
 
     f = write_gguf_lora(tmp_path / "x.gguf")
-    monkeypatch.setattr("harness.gguf_model.resolve_gguf", lambda spec: f)
+    monkeypatch.setattr("harness.embedded.gguf.resolve_gguf", lambda spec: f)
     cfg = {"name": "local", "kind": "embedded", "model": "m", "price": 0, "gguf": {"path": str(f)},
            "server": {"impl": "python"}, "adapters": {"x": {"path": str(f)}}}
     with pytest.raises(BackboneError, match="impl=llama-server"):

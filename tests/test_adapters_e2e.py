@@ -14,7 +14,7 @@ import pytest
 
 from harness.backbone import BackboneError
 from harness.backbones import build_backbone
-from harness.local_server import ServerPool, lora_adapters
+from harness.embedded.server import ServerPool, lora_adapters
 
 pytestmark = pytest.mark.slow
 

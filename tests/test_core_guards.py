@@ -322,7 +322,7 @@ def test_score_retries_is_validated_by_name():
 
 def test_the_peft_folder_beside_a_gguf_is_checked_before_loading(tmp_path):
     from harness.backbone import BackboneError
-    from harness.peft_backbone import peft_dir_for
+    from harness.embedded.peft import peft_dir_for
     from tests.adapter_files import write_gguf_lora, write_peft_dir
 
     gguf = write_gguf_lora(tmp_path / "planner.gguf")

@@ -1,4 +1,4 @@
-"""Tests for harness.gguf_model: GGUF header reader, chunk assembly, verification."""
+"""Tests for harness.embedded.gguf: GGUF header reader, chunk assembly, verification."""
 from __future__ import annotations
 
 import hashlib
@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness import gguf_model as gm
-from harness.gguf_model import (
+from harness.embedded import gguf as gm
+from harness.embedded.gguf import (
     GGUFError,
     ModelIntegrityError,
     ModelNotInstalledError,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import llama_build as lb
+from harness.embedded import build as lb
 
 
 def test_key_changes_with_the_sdist_or_any_flag():

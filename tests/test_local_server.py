@@ -1,4 +1,4 @@
-"""Tests for harness.local_server.
+"""Tests for harness.embedded.server.
 
 Fast tests replace the llama.cpp server by a tiny stdlib HTTP server (or a
 process that dies / hangs). Slow tests start the real server (llama-server by
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import local_server as ls
-from harness.local_server import LocalServer, LocalServerError, ServerPool
+from harness.embedded import server as ls
+from harness.embedded.server import LocalServer, LocalServerError, ServerPool
 
 FAKE_SERVER = textwrap.dedent(
     """
@@ -252,7 +252,7 @@ MESSAGES = [
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory):
     """llama-server (the default impl, built by `make install-server`) with 1 slot, 1 thread."""
-    from harness.gguf_model import KNOWN_MODELS, resolve_gguf
+    from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]
     path = resolve_gguf(spec)
@@ -372,7 +372,7 @@ def test_real_python_server_concurrent_requests_are_not_truncated(tmp_path: Path
         pytest.skip("server.impl=python is optional and not installed here: `make install-python-server`")
     from openai import AsyncOpenAI
 
-    from harness.gguf_model import KNOWN_MODELS, resolve_gguf
+    from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]
     with ServerPool(use_env=False) as pool:

@@ -1,4 +1,4 @@
-"""The in-process peft backbone (harness/peft_backbone.py) over the tiny Qwen2 fixture and real LoRA adapters."""
+"""The in-process peft backbone (harness/embedded/peft.py) over the tiny Qwen2 fixture and real LoRA adapters."""
 from __future__ import annotations
 
 import shutil
@@ -9,7 +9,7 @@ import pytest
 from harness.adapters import AdapterSpec
 from harness.backbone import BackboneError
 from harness.ledger import Price
-from harness.peft_backbone import PeftBackbone
+from harness.embedded.peft import PeftBackbone
 from training.fixtures import lora_gguf, tiny_base
 
 MSG = [{"role": "user", "content": "Name a colour."}]

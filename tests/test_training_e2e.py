@@ -53,8 +53,8 @@ def _train(kind: str, data: Path, out: Path, steps: int) -> object:
 
 def test_real_sft_and_dpo_steps_served_by_the_embedded_server(datasets, tmp_path: Path):
     from harness.backbones import build_backbone
-    from harness.gguf_model import file_sha256
-    from harness.local_server import ServerPool
+    from harness.embedded.gguf import file_sha256
+    from harness.embedded.server import ServerPool
     from training.base import resolve_base
 
     sft_data, dpo_data = datasets

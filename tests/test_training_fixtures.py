@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.gguf_model import file_sha256, read_gguf_metadata
+from harness.embedded.gguf import file_sha256, read_gguf_metadata
 from training.fixtures import TINY_CONFIG, lora_gguf, tiny_base, tiny_base_gguf
 from training.identity import identity_path, read_adapter_identity
 

@@ -110,7 +110,7 @@ def test_sft_killed_run_resumes_from_its_last_checkpoint(tiny, sft_run):
 
 
 def test_sft_exports_peft_and_gguf_with_identity(tiny, sft_run):
-    from harness.gguf_model import file_sha256, read_gguf_metadata
+    from harness.embedded.gguf import file_sha256, read_gguf_metadata
     from training.base import base_identity, resolve_base
     from training.identity import read_adapter_identity
 

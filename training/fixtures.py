@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.gguf_model import _locked, default_cache_dir, file_sha256
+from harness.embedded.gguf import _locked, default_cache_dir, file_sha256
 from training.base import BaseModel, _gguf_hf_dir, base_identity, resolve_base
 from training.identity import write_identity
 from training.llama_cpp import LLAMA_CPP_PYTHON_VERSION, convert_hf_to_gguf, convert_lora_to_gguf

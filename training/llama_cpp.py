@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.gguf_model import _locked, default_cache_dir
+from harness.embedded.gguf import _locked, default_cache_dir
 from harness.hashing import sha256_file
 
 __all__ = ["LLAMA_CPP_PYTHON_VERSION", "SDIST_SHA256", "ConversionError", "convert_hf_to_gguf",

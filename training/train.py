@@ -307,7 +307,7 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     if cfg.get("init_adapter"):
         from peft import PeftModel
 
-        from harness.peft_backbone import peft_dir_for
+        from harness.embedded.peft import peft_dir_for
         from training.identity import read_adapter_identity
 
         folder = peft_dir_for(cfg["init_adapter"])

@@ -389,7 +389,7 @@ async def _search_locked(spec: RunSpec, search_cfg: dict[str, Any], split_check:
 
 
 def search_main(container: dict[str, Any]) -> dict[str, Any]:
-    from harness.local_server import ServerPool
+    from harness.embedded.server import ServerPool
 
     spec = spec_from_config(container)
     with ServerPool() as pool:

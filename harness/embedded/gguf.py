@@ -160,7 +160,7 @@ def _known_models() -> dict[str, ModelSpec]:
     """
     import yaml
 
-    folder = Path(__file__).resolve().parent.parent / "configs" / "backbone"
+    folder = Path(__file__).resolve().parents[2] / "configs" / "backbone"
     raw = {p.stem: yaml.safe_load(p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.yaml"))}
     specs: dict[str, ModelSpec] = {}
     for cfg in raw.values():

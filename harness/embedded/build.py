@@ -5,8 +5,8 @@ parallel slots (continuous batching) and per-request LoRA. Its source is vendore
 already pin (``vendor/llama.cpp``), so the binary is built from bytes whose sha256 is checked here,
 with the same portable flags as the wheel (no OpenMP, no -march=native: AMX faults on this VM).
 
-    python -m harness.llama_build            # build (or reuse) and print the binary's path
-    python -m harness.llama_build --print    # print the cached path or exit 1 (no build)
+    python -m harness.embedded.build            # build (or reuse) and print the binary's path
+    python -m harness.embedded.build --print    # print the cached path or exit 1 (no build)
 
 The binary lives at ``~/.cache/agentic-repro/llama-server/<key>/llama-server`` (``key`` = sha256 of
 the sdist sha256 and the flags) with a ``build.json`` beside it; a later install finds it and is
