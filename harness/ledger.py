@@ -72,6 +72,7 @@ class CallRecord:
     attempts: int = 1                   # requests sent for this record (1 + retries)
     error_kind: str | None = None       # BackboneError.kind ("connection", "timeout", "null_content", ...)
     request: str | None = None          # id of the request (requests.jsonl has its line from when it was sent)
+    key: str | None = None              # response-cache key of the reply (its prompt and text, for the run viewer)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # flat fields: a shallow copy is the record (asdict's deep copy cost ~20 us)

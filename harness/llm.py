@@ -121,7 +121,7 @@ class LLMClient:
             if hit is not None:
                 comp = Completion(**{**hit["completion"], "cached": True})
                 results[idx] = comp
-                call.record(comp, hit.get("latency_s", 0.0), True, 0, idx, p)
+                call.record(comp, hit.get("latency_s", 0.0), True, 0, idx, p, key=key)
             else:
                 missing.append(idx)
         if missing:
@@ -184,9 +184,12 @@ class LLMClient:
         for j, (idx, comp) in enumerate(zip(group, comps)):  # the bill first: a failing cache loses no paid call
             first = j == 0
             call.record(comp, latency, False, res.retries + 1 if first else 1, idx, per_sample[idx][0],
-                        res.retry_log if first else None, rid)
+                        res.retry_log if first else None, rid, key=per_sample[idx][1])
         for idx, comp in zip(group, comps):
-            self.cache.put(per_sample[idx][1], {"completion": dict(comp.__dict__), "latency_s": latency})  # asdict: ~20 us more
+            # the prompt is stored with its reply (not in the key): the run viewer shows both from the ledger's key
+            self.cache.put(per_sample[idx][1], {"completion": dict(comp.__dict__), "latency_s": latency,  # asdict: ~20 us more
+                                                "messages": [{"role": m["role"], "content": m["content"]}
+                                                             for m in messages]})
             results[idx] = comp
 
 
@@ -240,7 +243,7 @@ class _Call:
         self.journal = owner if isinstance(owner, CallLog) else None
 
     def record(self, comp: Completion, latency: float, hit: bool, attempts: int, idx: int, params: dict[str, Any],
-               retry_log: list[str] | None = None, request: str | None = None) -> None:
+               retry_log: list[str] | None = None, request: str | None = None, *, key: str | None = None) -> None:
         bb = self.llm.backbone
         tokens = comp.prompt_tokens + comp.completion_tokens
         self.sink(CallRecord(
@@ -251,7 +254,7 @@ class _Call:
             flops=flops_estimate(bb.params, tokens), sample_index=idx, seed=params.get("seed"),
             temperature=params.get("temperature"), time=time.time(), retry_log=retry_log or None,
             finish_reason=comp.finish_reason, role=self.role, model_identity=self.llm.model_identity,
-            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts, request=request))
+            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts, request=request, key=key))
 
     def failure(self, latency: float, idx: int, params: dict[str, Any], error: str, kind: str, attempts: int,
                 retry_log: list[str] | None, request: str | None) -> None:
