@@ -17,16 +17,27 @@ from agents.loop import AgentState, EpisodeResult, episode_solution, run_episode
 from agents.prompts import reflexion_examples
 from baselines.react import policy_from
 
-# Reflexion's reflection instruction (generate_reflections.py; ALFWorld wording, WebShop says "There are two
-# examples below.")
-REFLECT_INSTRUCTION = (
+# Reflexion's reflection instructions, one per environment as its release has them (alfworld_runs/ and
+# webshop_runs/generate_reflections.py). They share the first four sentences; the "For example, if you tried A
+# and B but forgot C ..." sentence, "You will need this later ..." and "Give your plan after \"Plan\"" are
+# ALFWorld's only, and WebShop's ends "There are two examples below." instead of "Here are two examples:".
+_SHARED = (
     "You will be given the history of a past experience in which you were placed in an environment and given a "
     "task to complete. You were unsuccessful in completing the task. Do not summarize your environment, but "
     "rather think about the strategy and path you took to attempt to complete the task. Devise a concise, new "
     "plan of action that accounts for your mistake with reference to specific actions that you should have "
-    "taken. For example, if you tried A and B but forgot C, then devise a plan to achieve C with "
-    "environment-specific actions. You will need this later when you are solving the same task. Give your plan "
-    "after \"Plan\". Here are two examples:")
+    "taken.")
+ALFWORLD_ONLY = (
+    "For example, if you tried A and B but forgot C, then devise a plan to achieve C with environment-specific "
+    "actions.",
+    "You will need this later when you are solving the same task.",
+    "Give your plan after \"Plan\".",
+)
+REFLECT_INSTRUCTIONS = {
+    "alfworld": _SHARED + " " + " ".join(ALFWORLD_ONLY) + " Here are two examples:",
+    "webshop": _SHARED + " There are two examples below.",
+}
+REFLECT_INSTRUCTION = REFLECT_INSTRUCTIONS["alfworld"]   # any other environment: ALFWorld's wording
 
 
 def scenario(first_observation: str, r: EpisodeResult, env: str) -> str:
@@ -39,8 +50,7 @@ def scenario(first_observation: str, r: EpisodeResult, env: str) -> str:
 
 def reflection_prompt(env: str, scen: str, memory: list[str]) -> str:
     examples = reflexion_examples(env) if env in ("alfworld", "webshop") else ""
-    instruction = REFLECT_INSTRUCTION if env != "webshop" else REFLECT_INSTRUCTION.replace(
-        "Here are two examples:", "There are two examples below.")
+    instruction = REFLECT_INSTRUCTIONS.get(env, REFLECT_INSTRUCTION)
     scen = f"Instruction: {scen}" if env == "webshop" else scen
     q = f"{instruction}\n\n{examples}\n\n{scen}"
     if memory:
