@@ -5,15 +5,22 @@ read, no code copied; ``../shared/datasets/README.md`` summarises them): the ``j
 released merged score prompt (``evaluators/deepresearch_prompts/race_{en,zh}.txt``, by task language) with
 the task, ``article_1`` = the method's report, ``article_2`` = the reference article, and the task's
 criteria per dimension (criterion + explanation, weights removed, ``json.dumps(..., ensure_ascii=False,
-indent=2)``). Its reply must be JSON with the four dimensions, each a list of ``{criterion, analysis,
-article_1_score, article_2_score}``; a reply that does not parse or misses a dimension is asked again
-(``judge.max_attempts``, a distinct sample each time), as the release retries. Per dimension: the
+indent=2)``). Its reply is read as the release reads it (:func:`parse_race_json`): JSON with the four
+dimensions, each a list of ``{criterion, analysis, article_1_score, article_2_score}``; a reply with no
+parsable JSON or a dimension missing is asked again, up to ``judge.max_attempts`` = 10 times in all
+(the release's ``MAX_RETRIES = 10``; each a distinct sample). Per dimension (:func:`race_scores`): the
 criterion-weighted mean of each article's scores (criterion text matched exactly, then case-insensitively,
-then by substring; unmatched: the dimension's mean weight; a criterion without a finite score >= 0 for both
-articles is left out, and a reply with a weighted dimension left empty, or a 0/0 ratio, is unusable: asked
-again, then the problem's error, never a 0); total = Σ dim_mean × ``dimension_weight``.
+then by substring; unmatched: the dimension's mean weight); an empty criterion is skipped; a criterion
+without a reference score counts for the target and gives the reference nothing; a dimension without a
+usable criterion averages 0 for both, as in the release; total = Σ dim_mean × ``dimension_weight``.
 The problem's score = target_total / (target_total + reference_total) (0.5 = as good as the reference);
 each dimension likewise. The headline is their mean over tasks (the paper reports ×100).
+
+Deviations from the release, each because the house rule forbids a failed measurement becoming a 0:
+both totals 0 (0/0) is no score (the release writes 0): the reply is asked again, then the problem is an
+error; a dimension whose ratio is 0/0 is left out of that dimension's mean (the release averages its 0);
+a non-finite score (NaN) is skipped like an unreadable one (the release would carry it into the total).
+A judge still unusable after the 10 attempts makes the problem an error (``JudgeError``), never a 0.
 
 Deviation (recorded in the config): the release first rewrites each article with an LLM "ArticleCleaner"
 (``prompt/clean_prompt.py``); here the report is judged as the method wrote it (``clean_articles: false``).
@@ -43,7 +50,7 @@ from harness.types import Problem, Score
 
 PROMPTS = Path(__file__).resolve().parent / "deepresearch_prompts"
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
-RACE_VERSION = "1"
+RACE_VERSION = "2"   # 2: the release's extraction, missing-reference and empty-criterion rules
 
 
 def criteria_for_prompt(criteria: dict[str, Any]) -> str:
@@ -54,26 +61,87 @@ def criteria_for_prompt(criteria: dict[str, Any]) -> str:
     return json.dumps(out, ensure_ascii=False, indent=2)
 
 
-def parse_race_json(text: str) -> dict[str, Any] | None:
-    """The judge's JSON (from a ```json block or the outermost braces, repaired once); None if unusable."""
-    m = re.search(r"```(?:json)?\s*(.*?)```", text or "", re.DOTALL)
-    body = m.group(1) if m else text or ""
-    start, end = body.find("{"), body.rfind("}")
-    if start < 0 or end <= start:
-        return None
-    body = body[start:end + 1]
+def _loads(text: str) -> Any:
     try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        import json_repair
-
-        data = json_repair.loads(body)
-    if not isinstance(data, dict) or not all(isinstance(data.get(d), list) for d in DIMENSIONS):
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
         return None
-    return data
+
+
+def _balanced_object(text: str) -> str | None:
+    """The object that opens at the first ``{`` and closes where the brace depth returns to 0 (braces
+    inside strings counted too, as the release counts them)."""
+    start = text.find("{")
+    if start < 0:
+        return None
+    depth = 0
+    for i, ch in enumerate(text[start:], start):
+        depth += (ch == "{") - (ch == "}")
+        if depth == 0:
+            return text[start:i + 1]
+    return None
+
+
+def _keyword_fallback(text: str) -> dict[str, Any] | None:
+    """The release's last resort for a reply no JSON parser reads: per dimension named in the text, the
+    ``"criterion": "..."`` / ``"article_1_score": n`` / ``"article_2_score": n`` triples of its stretch of text
+    (up to the next dimension's name), paired in order; None when no dimension yields a triple."""
+    if not all(k in text for k in ("comprehensiveness", "article_1_score", "article_2_score")):
+        return None
+    out: dict[str, Any] = {}
+    for dim in DIMENSIONS:
+        if dim not in text:
+            continue
+        begin = next(i for i in (text.find(f'"{dim}"'), text.find(f"'{dim}'"), text.find(dim)) if i >= 0)
+        stop = len(text)
+        for other in DIMENSIONS:
+            if other == dim:
+                continue
+            for pos in (text.find(f'"{other}"', begin), text.find(f"'{other}'", begin),
+                        text.find(other, begin + len(dim))):
+                if pos >= 0:
+                    stop = min(stop, pos)
+                    break
+        part = text[begin:stop]
+        crits = re.findall(r'"criterion"\s*:\s*"([^"]+)"', part)
+        s1 = [float(x) for x in re.findall(r'"article_1_score"\s*:\s*(\d+\.?\d*)', part)]
+        s2 = [float(x) for x in re.findall(r'"article_2_score"\s*:\s*(\d+\.?\d*)', part)]
+        out[dim] = [{"criterion": c, "article_1_score": a, "article_2_score": b} for c, a, b in zip(crits, s1, s2)]
+    return out if any(out.values()) else None
+
+
+def parse_race_json(text: str) -> dict[str, Any] | None:
+    """The judge's JSON, found as the release's ``utils/json_extractor.py`` looks for it; None (asked again)
+    when nothing parses or a dimension is missing (the release's two retry conditions).
+
+    In order: the whole reply (when it is braced); the first fenced ```json block; the whole reply; the
+    object from the first ``{`` to its matching ``}``; the first ``{`` to the last ``}``; the keyword fallback (:func:`_keyword_fallback`).
+    Strict ``json.loads`` each time (no repair: the release asks again). A dimension present with any value
+    passes here (the release checks only that the four keys exist); one that is not a list is unscored."""
+    if not isinstance(text, str):
+        return None
+    found: Any = None
+    body = text.strip()
+    candidates = [body if body.startswith("{") and body.endswith("}") else None]
+    fence = text.find("```json")
+    if fence >= 0:
+        close = text.find("```", fence + 7)
+        candidates.append(text[fence + 7:close].strip() if close > fence + 7 else None)
+    first, last = text.find("{"), text.rfind("}")
+    candidates += [body, _balanced_object(text), text[first:last + 1] if 0 <= first < last else None]
+    for cand in candidates:
+        if cand is not None and (found := _loads(cand)) is not None:
+            break
+    if found is None:
+        found = _keyword_fallback(text)
+    if not isinstance(found, dict) or not all(d in found for d in DIMENSIONS):
+        return None
+    return found
 
 
 def _weight_of(text: str, table: dict[str, float]) -> tuple[float, bool]:
+    """The release's criterion lookup: exact, then case-insensitive, then substring either way; else the
+    dimension's mean weight (reported as unmatched). ``text`` is never empty (empty ones are skipped before)."""
     if text in table:
         return table[text], True
     low = text.lower()
@@ -86,55 +154,99 @@ def _weight_of(text: str, table: dict[str, float]) -> tuple[float, bool]:
     return sum(table.values()) / len(table), False
 
 
+class _NotAScore(ValueError):
+    pass
+
+
 def _judge_score(value: Any) -> float | None:
-    """A judge's criterion score: a finite number >= 0 (the prompt asks for 0-10), else None."""
-    if isinstance(value, bool):
+    """A judge's criterion score as the release reads it: ``float(value)``, None when absent; a value float()
+    rejects, or a non-finite one (the release would carry NaN into the total), raises :class:`_NotAScore`."""
+    if value is None:
         return None
     try:
         v = float(value)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) and v >= 0 else None
+    except (TypeError, ValueError) as exc:
+        raise _NotAScore(repr(value)) from exc
+    if not math.isfinite(v):
+        raise _NotAScore(repr(value))
+    return v
 
 
 def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, Any]:
-    """RACE's weighted scores for the target (article_1) and the reference (article_2).
+    """RACE's weighted scores for the target (article_1) and the reference (article_2), by the release's
+    ``calculate_weighted_scores`` rules (read, not copied):
 
-    ``unscored`` lists the weighted dimensions where no criterion has a usable score for both articles;
-    ``overall`` (and a dimension's ``relative``) is None when both totals are 0 (0/0 is no score)."""
+    - a dimension that is not a list, has no dimension weight or no criteria is skipped;
+    - an item that is not a dict, or whose score float() rejects, is skipped; an item with an empty (or
+      whitespace) criterion, or without an ``article_1_score`` (``target_score`` stands in for it), is skipped
+      (``empty_criteria`` / ``no_target_score`` count them);
+    - a criterion **without an ``article_2_score``** still counts: its weight enters the denominator and the
+      reference gets nothing for it (``missing_reference`` lists them); and when the dimension's last item
+      read had no reference score, the dimension's whole reference average is 0 (the release tests the last
+      item's value after its loop; ``reference_zeroed`` lists those dimensions);
+    - a dimension with no usable criterion averages 0 for both (the release): it adds nothing to either total
+      and is listed in ``unscored``; its relative score is undefined, not 0.
+
+    ``overall`` (and a dimension's ``relative``) is None when both totals are 0: 0/0 is no score (the release
+    writes 0 there and averages it in; here the reply is unusable)."""
     dim_weights = criteria.get("dimension_weight") or {}
     weights = {d: {c["criterion"]: float(c["weight"]) for c in items}
                for d, items in (criteria.get("criterions") or {}).items()}
     target_total = reference_total = 0.0
-    dims: dict[str, dict[str, float]] = {}
+    dims: dict[str, dict[str, Any]] = {}
     unmatched: list[str] = []
+    missing_ref: list[str] = []
+    zeroed: list[str] = []
+    unscored: list[str] = []
+    skipped = {"empty_criteria": 0, "no_target_score": 0, "invalid_score": 0}
     for dim, items in judged.items():
-        if dim not in dim_weights or not weights.get(dim) or not isinstance(items, list):
+        if not isinstance(items, list) or dim not in dim_weights or not weights.get(dim):
             continue
         t_sum = r_sum = w_sum = 0.0
+        last_ref: float | None = None
         for item in items:
-            if not isinstance(item, dict) or not isinstance(item.get("criterion"), str):
+            if not isinstance(item, dict):
                 continue
-            s1, s2 = _judge_score(item.get("article_1_score")), _judge_score(item.get("article_2_score"))
-            if s1 is None or s2 is None:   # a criterion the judge did not score for both articles: unusable
+            raw = item.get("criterion")
+            text = raw.strip() if isinstance(raw, str) else ""
+            a1 = item.get("article_1_score")
+            if a1 is None and item.get("target_score") is not None:
+                a1 = item["target_score"]
+            try:
+                s1, s2 = _judge_score(a1), _judge_score(item.get("article_2_score"))
+            except _NotAScore:
+                skipped["invalid_score"] += 1
                 continue
-            w, matched = _weight_of(item["criterion"].strip(), weights[dim])
+            last_ref = s2
+            if not text or s1 is None:
+                skipped["empty_criteria" if not text else "no_target_score"] += 1
+                continue
+            w, matched = _weight_of(text, weights[dim])
             if not matched:
-                unmatched.append(f"{dim}:{item['criterion'][:60]}")
+                unmatched.append(f"{dim}:{text[:60]}")
             t_sum += s1 * w
-            r_sum += s2 * w
             w_sum += w
-        if not w_sum:
-            continue   # no usable criterion: listed in "unscored", the reply is unusable (judge_parse)
-        t_avg, r_avg = t_sum / w_sum, r_sum / w_sum
+            if s2 is None:
+                missing_ref.append(f"{dim}:{text[:60]}")
+            else:
+                r_sum += s2 * w
+        if w_sum > 0:
+            t_avg = t_sum / w_sum
+            r_avg = r_sum / w_sum if last_ref is not None else 0.0
+            if last_ref is None and r_sum:
+                zeroed.append(dim)
+        else:
+            t_avg = r_avg = 0.0
+            unscored.append(dim)
         dims[dim] = {"target": t_avg, "reference": r_avg,
                      "relative": t_avg / (t_avg + r_avg) if t_avg + r_avg > 0 else None}
         target_total += t_avg * float(dim_weights[dim])
         reference_total += r_avg * float(dim_weights[dim])
     overall = target_total / (target_total + reference_total) if target_total + reference_total > 0 else None
-    unscored = sorted(d for d in dim_weights if weights.get(d) and d not in dims)
     return {"overall": overall, "target_total": target_total, "reference_total": reference_total,
-            "dims": dims, "unmatched": unmatched, "unscored": unscored}
+            "dims": {d: v for d, v in dims.items() if v["relative"] is not None},
+            "unscored": sorted(set(unscored) | {d for d, v in dims.items() if v["relative"] is None}),
+            "unmatched": unmatched, "missing_reference": missing_ref, "reference_zeroed": zeroed, **skipped}
 
 
 class DeepResearchBench(Benchmark):
@@ -193,14 +305,14 @@ class DeepResearchBench(Benchmark):
 
     def judge_parse(self, text: str, problem: Problem) -> dict[str, Any] | None:
         """RACE of one judge reply; None (asked again, then the problem's error) when the reply is not a
-        judgement: no JSON, a dimension missing, a weighted dimension with no usable criterion score, or a
-        ratio that is 0/0. Such a reply used to score 0 for that dimension (or overall): the judge failing
-        is our instrument failing, never the report's score."""
+        judgement: no parsable JSON or a dimension missing (the release's retry conditions), or an overall
+        ratio that is 0/0 (the release would score it 0: the judge failing is our instrument failing, never
+        the report's score). An empty dimension is scored as the release scores it (listed in ``unscored``)."""
         judged = parse_race_json(text)
         if judged is None:
             return None
         race = race_scores(judged, problem.fields["criteria"])
-        if race["unscored"] or race["overall"] is None or any(d["relative"] is None for d in race["dims"].values()):
+        if race["overall"] is None:
             return None
         return {"score": race["overall"], "race": race, "race_version": RACE_VERSION}
 
