@@ -11,9 +11,14 @@ verbalised confidences c_1..c_T, some of which may be **missing** (the model gav
 
 Metrics over N trajectories, each computed for every Phi:
 
-- **T-ECE** = sum_m |B_m|/N * |acc(B_m) - conf(B_m)| with **M = 10 equal-width bins** on [0, 1]: bin m holds
-  C in [m/10, (m+1)/10), the last bin is closed at 1.0 (the paper's bin count was not recovered; 10
-  equal-width bins is the usual choice and the one the udcs re-implementation of AUQ uses). Empty bins add 0.
+- **T-ECE** = sum_m |B_m|/N * |acc(B_m) - conf(B_m)| with **M = 10 equal-width bins** on [0, 1]. Neither the
+  bin count nor which edge a bin includes is in the paper, and the AUQ authors published no code. The edge is
+  the ``convention`` option, because verbalised confidences sit on a 0.05 grid, so half of them fall on an
+  edge and the choice moves T-ECE by up to 0.10:
+  ``left_closed`` (default; the udcs re-implementation of AUQ, the only public code of these metrics): bin m
+  holds C in [m/10, (m+1)/10), the last bin closed at 1.0;
+  ``right_closed`` (Guo et al. 2017's ECE code): (m/10, (m+1)/10], the first bin closed at 0.
+  Empty bins add 0. :func:`calibration_report` computes both, so a table can show the other where they differ.
 - **T-BS** = (1/N) sum_i (C_i - y_i)^2.
 - **AUROC** of C against success (Mann-Whitney form, ties count 1/2: equal to scikit-learn's ``roc_auc_score``).
   Undefined (None, with the reason recorded) when every trajectory has the same label. C is computed and
@@ -44,6 +49,10 @@ PHI_NAMES = {"last": "End-State (Φ_last)", "avg": "Overall (Φ_avg)", "min": "P
              "prod": "Chain (Φ_prod)"}
 MISSING_POLICIES = ("skip_steps", "drop_trajectory")
 N_BINS = 10
+BIN_CONVENTIONS = ("left_closed", "right_closed")   # module docstring: which edge of a T-ECE bin is inside it
+BIN_CONVENTION = "left_closed"
+BIN_TEXT = {"left_closed": "left-closed [m/M, (m+1)/M), the last closed at 1",
+            "right_closed": "right-closed (m/M, (m+1)/M], the first closed at 0"}
 
 
 @dataclass(frozen=True)
@@ -107,31 +116,42 @@ def aggregate(confidences: Sequence[float | None], phi: str, missing: str = "ski
     return None if c is None else float(c)
 
 
-def bin_index(c: float | Fraction, n_bins: int = N_BINS) -> int:
-    """Equal-width bin of ``c`` in [0, 1]: [m/M, (m+1)/M), the last bin closed at 1.0 (exact: 0.3 is in bin 3)."""
-    return min(math.floor(exact(c) * n_bins), n_bins - 1)
+def _convention(convention: str) -> str:
+    if convention not in BIN_CONVENTIONS:
+        raise ValueError(f"T-ECE bin convention {convention!r}: one of {BIN_CONVENTIONS}")
+    return convention
 
 
-def t_ece(conf: Sequence[float | Fraction], success: Sequence[bool], n_bins: int = N_BINS) -> float:
+def bin_index(c: float | Fraction, n_bins: int = N_BINS, convention: str = BIN_CONVENTION) -> int:
+    """Equal-width bin of ``c`` in [0, 1], exactly (0.3 is on an edge): ``left_closed`` [m/M, (m+1)/M), the last
+    bin closed at 1.0 (0.3 → bin 3); ``right_closed`` (m/M, (m+1)/M], the first closed at 0 (0.3 → bin 2)."""
+    x = exact(c) * n_bins
+    if _convention(convention) == "right_closed":
+        return max(math.ceil(x) - 1, 0)
+    return min(math.floor(x), n_bins - 1)
+
+
+def t_ece(conf: Sequence[float | Fraction], success: Sequence[bool], n_bins: int = N_BINS,
+          convention: str = BIN_CONVENTION) -> float:
     """Expected calibration error over trajectories, equal-width bins (module docstring); exact sums."""
     if len(conf) != len(success) or not conf:
         raise ValueError("t_ece needs equally many (>= 1) confidences and labels")
     bins: dict[int, list[tuple[Fraction, int]]] = {}
     for c, y in zip(conf, success):
         v = exact(c)
-        bins.setdefault(bin_index(v, n_bins), []).append((v, int(bool(y))))
+        bins.setdefault(bin_index(v, n_bins, convention), []).append((v, int(bool(y))))
     n = len(conf)
     return float(sum((Fraction(len(b), n) * abs(Fraction(sum(y for _, y in b), len(b)) - sum(c for c, _ in b) / len(b))
                       for b in bins.values()), Fraction(0)))
 
 
 def reliability_bins(conf: Sequence[float | Fraction], success: Sequence[bool],
-                     n_bins: int = N_BINS) -> list[dict[str, Any]]:
+                     n_bins: int = N_BINS, convention: str = BIN_CONVENTION) -> list[dict[str, Any]]:
     """Per-bin count, mean confidence and accuracy (a reliability diagram's data); empty bins have count 0."""
     out = []
     values = [(exact(c), float(bool(y))) for c, y in zip(conf, success)]
     for m in range(n_bins):
-        pts = [(c, y) for c, y in values if bin_index(c, n_bins) == m]
+        pts = [(c, y) for c, y in values if bin_index(c, n_bins, convention) == m]
         out.append({"bin": m, "low": m / n_bins, "high": (m + 1) / n_bins, "count": len(pts),
                     "conf": float(sum((c for c, _ in pts), Fraction(0)) / len(pts)) if pts else None,
                     "acc": sum(y for _, y in pts) / len(pts) if pts else None})
@@ -177,6 +197,7 @@ class PhiReport:
     auroc: float | None
     auroc_reason: str | None = None
     mean_conf: float | None = None
+    t_ece_other: float | None = None     # T-ECE under the other bin convention (module docstring)
     bins: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -184,8 +205,11 @@ class PhiReport:
 
 
 def calibration_report(trajectories: Iterable[Trajectory], *, phis: Sequence[str] = PHIS,
-                       missing: str = "skip_steps", n_bins: int = N_BINS) -> dict[str, Any]:
-    """SR, and T-ECE / T-BS / AUROC per aggregation, with the missing-confidence bookkeeping."""
+                       missing: str = "skip_steps", n_bins: int = N_BINS,
+                       convention: str = BIN_CONVENTION) -> dict[str, Any]:
+    """SR, and T-ECE / T-BS / AUROC per aggregation, with the missing-confidence bookkeeping; T-ECE under
+    ``convention`` and (``t_ece_other``) under the other one."""
+    other = next(c for c in BIN_CONVENTIONS if c != _convention(convention))
     trajs = list(trajectories)
     n = len(trajs)
     out: dict[str, Any] = {
@@ -195,7 +219,8 @@ def calibration_report(trajectories: Iterable[Trajectory], *, phis: Sequence[str
         "missing_steps": sum(t.n_missing for t in trajs),
         "no_confidence": sum(1 for t in trajs if all(c is None for c in t.confidences)),
         "with_missing": sum(1 for t in trajs if t.n_missing),
-        "missing_policy": missing, "ece_bins": f"{n_bins} equal-width", "phi": {},
+        "missing_policy": missing, "ece_bins": f"{n_bins} equal-width", "bin_convention": convention,
+        "bin_convention_other": other, "phi": {},
     }
     for phi in phis:
         pairs = [(aggregate_exact(t.confidences, phi, missing), t.success) for t in trajs]
@@ -206,9 +231,10 @@ def calibration_report(trajectories: Iterable[Trajectory], *, phis: Sequence[str
         cs, ys = [c for c, _ in pairs], [y for _, y in pairs]   # exact C values: AUROC's ties are exact
         a = auroc(cs, ys)
         out["phi"][phi] = PhiReport(
-            phi, len(pairs), t_ece(cs, ys, n_bins), t_brier(cs, ys), a,
+            phi, len(pairs), t_ece(cs, ys, n_bins, convention), t_brier(cs, ys), a,
             None if a is not None else f"one class only ({'all successes' if all(ys) else 'all failures'})",
-            float(sum(cs, Fraction(0)) / len(cs)), reliability_bins(cs, ys, n_bins)).to_dict()
+            float(sum(cs, Fraction(0)) / len(cs)), bins=reliability_bins(cs, ys, n_bins, convention),
+            t_ece_other=t_ece(cs, ys, n_bins, other)).to_dict()
     out["excluded"] = {phi: n - out["phi"][phi]["n"] for phi in phis}
     return out
 

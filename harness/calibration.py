@@ -5,6 +5,10 @@ two confidences that are equal in exact arithmetic can differ in their last bit 
 of 0.1, 0.2, 0.3 in that order is 0.20000000000000004, in reverse 0.19999999999999998). AUROC's ties and the
 ECE bins are therefore decided on the confidences rounded to ``TIE_DECIMALS`` (12) decimal places: far below
 any confidence a model states or a method derives, far above float noise (~1e-16).
+
+Which edge of a bin is inside it is ``convention`` (as AUQ's T-ECE, auq/metrics.py): ``left_closed`` [lo, hi),
+the last bin closed at 1 (default), or ``right_closed`` (lo, hi], the first closed at 0 (Guo et al. 2017).
+Stated confidences sit on a 0.05 grid, so the choice regroups half of them.
 """
 from __future__ import annotations
 
@@ -14,9 +18,22 @@ from typing import Any
 TIE_DECIMALS = 12  # confidences equal to 12 decimals are equal (ties in AUROC, the same ECE bin)
 
 
-def calibration_metrics(confidences: list[float], correct: list[float], bins: int = 10) -> dict[str, Any]:
-    """Equal-width-bin ECE, Brier score and AUROC (ties count half, decided to ``TIE_DECIMALS``); ``correct``
-    in {0, 1}."""
+CONVENTIONS = ("left_closed", "right_closed")
+
+
+def _in_bin(c: float, b: int, bins: int, convention: str) -> bool:
+    lo, hi = b / bins, (b + 1) / bins
+    if convention == "right_closed":
+        return lo < c <= hi or (b == 0 and c == 0.0)
+    return lo <= c < hi or (b == bins - 1 and c == 1.0)
+
+
+def calibration_metrics(confidences: list[float], correct: list[float], bins: int = 10,
+                        convention: str = "left_closed") -> dict[str, Any]:
+    """Equal-width-bin ECE (edges by ``convention``), Brier score and AUROC (ties count half, decided to
+    ``TIE_DECIMALS``); ``correct`` in {0, 1}."""
+    if convention not in CONVENTIONS:
+        raise ValueError(f"calibration bin convention {convention!r}: one of {CONVENTIONS}")
     n = len(confidences)
     if n == 0:
         return {}
@@ -26,7 +43,7 @@ def calibration_metrics(confidences: list[float], correct: list[float], bins: in
     ece = 0.0
     for b in range(bins):
         lo, hi = b / bins, (b + 1) / bins
-        members = [i for i, c in enumerate(keys) if (lo <= c < hi) or (b == bins - 1 and c == 1.0)]
+        members = [i for i, c in enumerate(keys) if _in_bin(c, b, bins, convention)]
         if not members:
             continue
         conf = sum(confidences[i] for i in members) / len(members)
@@ -39,7 +56,7 @@ def calibration_metrics(confidences: list[float], correct: list[float], bins: in
     if pos and neg:
         wins = sum((p > q) + 0.5 * (p == q) for p in pos for q in neg)
         auroc = wins / (len(pos) * len(neg))
-    return {"n": n, "ece": ece, "brier": brier, "auroc": auroc, "bins": table}
+    return {"n": n, "ece": ece, "brier": brier, "auroc": auroc, "bins": table, "bin_convention": convention}
 
 
 def reliability_diagram(metrics: dict[str, Any], path: Path, title: str) -> None:

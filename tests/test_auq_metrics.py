@@ -81,3 +81,24 @@ def test_reads_confidences_from_a_prediction_record():
     assert step_confidences(pred) == [0.7, None, None, 0.4]
     t = trajectory_of(pred)
     assert t.success and t.n_missing == 2 and t.id == "g0"
+
+
+def test_bin_conventions_on_a_005_grid():
+    """Confidences on the 0.05 grid verbalised confidences use: every 0.1 multiple is a bin edge, so the
+    convention regroups them. C = 0.85 (failure) and 0.9 (success): left-closed puts them in bins 8 and 9,
+    |0 - 0.85|/2 + |1 - 0.9|/2 = 0.475; right-closed puts both in (0.8, 0.9]: |0.5 - 0.875| = 0.375."""
+    grid = [i / 20 for i in range(21)]
+    left = [bin_index(c, 10, "left_closed") for c in grid]
+    right = [bin_index(c, 10, "right_closed") for c in grid]
+    assert left == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 9]
+    assert right == [0, 0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9]
+    assert t_ece([0.85, 0.9], [False, True], 10, "left_closed") == pytest.approx(0.475)
+    assert t_ece([0.85, 0.9], [False, True], 10, "right_closed") == pytest.approx(0.375)
+    with pytest.raises(ValueError):
+        bin_index(0.5, 10, "closed")
+    trajs = [Trajectory(False, (0.85,)), Trajectory(True, (0.9,))]
+    rep = calibration_report(trajs, phis=("last",), convention="right_closed")
+    assert rep["bin_convention"] == "right_closed" and rep["bin_convention_other"] == "left_closed"
+    assert rep["phi"]["last"]["t_ece"] == pytest.approx(0.375) and rep["phi"]["last"]["t_ece_other"] == pytest.approx(0.475)
+    assert [b["count"] for b in rep["phi"]["last"]["bins"]][8] == 2
+    assert calibration_report(trajs, phis=("last",))["phi"]["last"]["t_ece"] == pytest.approx(0.475)   # default

@@ -82,3 +82,16 @@ def test_runner_calibration_ties_to_tie_decimals():
     # the ECE bin: 0.7 summed as (0.5+0.9+0.7)/3 = 0.6999999999999998 belongs to the bin [0.7, 0.8)
     m = calibration_metrics([(0.5 + 0.9 + 0.7) / 3], [1.0])
     assert [(b["lo"], b["n"]) for b in m["bins"]] == [(0.7, 1)]
+
+
+def test_runner_calibration_bin_convention_on_a_005_grid():
+    """harness/calibration.py's ECE with both edge conventions: 0.85 (wrong) and 0.9 (right) are two bins
+    left-closed (0.475) and one bin (0.8, 0.9] right-closed (0.375); 0.0 and 1.0 stay in range either way."""
+    left = calibration_metrics([0.85, 0.9], [0.0, 1.0])
+    right = calibration_metrics([0.85, 0.9], [0.0, 1.0], convention="right_closed")
+    assert left["ece"] == pytest.approx(0.475) and right["ece"] == pytest.approx(0.375)
+    assert [b["n"] for b in right["bins"]] == [2] and right["bin_convention"] == "right_closed"
+    edge = calibration_metrics([0.0, 1.0], [0.0, 1.0], convention="right_closed")
+    assert sum(b["n"] for b in edge["bins"]) == 2 and edge["ece"] == 0.0
+    with pytest.raises(ValueError):
+        calibration_metrics([0.5], [1.0], convention="middle")
