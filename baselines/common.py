@@ -33,18 +33,6 @@ def answer_key(ctx: ProblemContext, text: str) -> Hashable | None:
     return bench.answer_key(bench.extract(text or "", ctx.problem)[0])
 
 
-# extraction rules that only *guess* an answer from unmarked text (see evaluators/extract.py)
-FALLBACK_RULES = frozenset({"none", "empty", "last_number", "protocol_last_number", "last_math", "last_line", "raw",
-                            "fence_unterminated"})
-
-
-def has_final_answer(ctx: ProblemContext, text: str) -> bool:
-    """True when ``text`` states a final answer in the benchmark's format (not merely a guessable one)."""
-    bench = ctx.benchmark
-    extracted, rule = bench.extract(text or "", ctx.problem)
-    return bench.answer_key(extracted) is not None and rule not in FALLBACK_RULES
-
-
 async def choose(ctx: ProblemContext, texts: list[str], code_choice: str = "majority") -> Vote:
     """The final choice among candidates: majority over answer keys (math, QA); for code
     ``code_choice`` = ``majority`` (over programs, the papers' rule) or ``public_tests`` (see

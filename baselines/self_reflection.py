@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import re
 
+from harness.answers import has_final_answer
 from harness.context import ProblemContext
 from harness.types import Problem, Solution
 
-from baselines.common import fill, has_final_answer, user
+from baselines.common import fill, user
 from baselines.prompting import task_messages
 
 REFLECTIONS = {

@@ -16,7 +16,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from baselines.common import has_final_answer
 from dynagraph import prompts as P
 from dynagraph.artifacts import ArtifactStore
 from dynagraph.config import Options, method_name
@@ -26,6 +25,7 @@ from dynagraph.evidence import make_source
 from dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, parse_feedback, parse_json_object,
                               validate_plan)
 from dynagraph.topology import TaskGraph
+from harness.answers import has_final_answer
 from harness.types import Solution
 
 def _errors_text(errors: list[str], limit: int = 6) -> str:

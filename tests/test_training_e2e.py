@@ -55,7 +55,7 @@ def test_real_sft_and_dpo_steps_served_by_the_embedded_server(datasets, tmp_path
     from harness.backbones import build_backbone
     from harness.embedded.gguf import file_sha256
     from harness.embedded.server import ServerPool
-    from training.base import resolve_base
+    from harness.embedded.base_model import resolve_base
 
     sft_data, dpo_data = datasets
     sft = _train("sft", sft_data.path, tmp_path / "sft", steps=3)

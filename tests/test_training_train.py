@@ -111,7 +111,7 @@ def test_sft_killed_run_resumes_from_its_last_checkpoint(tiny, sft_run):
 
 def test_sft_exports_peft_and_gguf_with_identity(tiny, sft_run):
     from harness.embedded.gguf import file_sha256, read_gguf_metadata
-    from training.base import base_identity, resolve_base
+    from harness.embedded.base_model import base_identity, resolve_base
     from training.identity import read_adapter_identity
 
     res = sft_run["res"]
@@ -182,13 +182,13 @@ def test_wrong_dataset_kind_is_refused(tiny, run_dir: Path, tmp_path: Path, caps
 def test_gguf_quantizer_is_detached(tiny, tmp_path: Path):
     """transformers attaches its GGUF quantizer to a model read from a GGUF (the quantizer calls below are the ones
     ``from_pretrained(gguf_file=...)`` makes around loading the weights); save_pretrained and the Trainer refuse
-    such a model until :func:`training.base.detach_gguf_quantizer` removes it. The slow test loads a real GGUF."""
+    such a model until :func:`harness.embedded.base_model.detach_gguf_quantizer` removes it. The slow test loads a real GGUF."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
     from transformers.quantizers.quantizer_gguf import GgufHfQuantizer
     from transformers.utils.quantization_config import GgufConfig
 
-    from training.base import detach_gguf_quantizer
+    from harness.embedded.base_model import detach_gguf_quantizer
 
     def quantized():
         model = AutoModelForCausalLM.from_pretrained(tiny.hf_dir)

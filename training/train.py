@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from training.base import base_identity, load_base, resolve_base, save_base_config
+from harness.embedded.base_model import base_identity, load_base, resolve_base, save_base_config
 from training.datasets import read_dataset
 from training.identity import write_identity
 

@@ -57,7 +57,7 @@ class PeftBackbone:
             import torch
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise BackboneError(INSTALL_HINT, kind="config", attempts=0) from exc
-        from training.base import base_identity, load_base, resolve_base
+        from harness.embedded.base_model import base_identity, load_base, resolve_base
 
         self.name, self.model, self.price, self.params = name, model, price, params
         self.max_concurrency = max_concurrency

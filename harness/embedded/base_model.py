@@ -1,4 +1,6 @@
-"""The base model a LoRA is trained on: the embedded GGUF (read by transformers) or any Hugging Face model.
+"""The base model a LoRA is trained on and the peft backbone serves: the embedded GGUF (read by transformers) or any
+Hugging Face model. It lives with the serving code (not in ``training/``) because the peft backbone needs it and
+``training`` builds on the harness, never the other way round.
 
 ``base=local`` (or any backbone config name with a ``gguf`` section, or a ``.gguf`` path) loads the GGUF through
 ``from_pretrained(folder, gguf_file=...)``, which dequantises it to fp32. transformers leaves its GGUF quantizer
@@ -24,7 +26,7 @@ from harness.embedded.gguf import ModelSpec, default_cache_dir, file_sha256, res
 __all__ = ["BaseModel", "base_identity", "detach_gguf_quantizer", "load_base", "resolve_base", "save_base_config"]
 
 _HF_DIR_VERSION = 2  # bump when what _gguf_hf_dir writes changes
-_CONFIGS = Path(__file__).resolve().parent.parent / "configs" / "backbone"
+_CONFIGS = Path(__file__).resolve().parents[2] / "configs" / "backbone"
 
 
 @dataclass(frozen=True)
