@@ -1,0 +1,254 @@
+"""The run viewer's data layer and site, on run folders made by real runs with the scripted double."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.results import read_jsonl_tolerant
+from harness.types import Completion
+from tests.conftest import make_spec, run
+from tests.doubles import ScriptedBackbone
+from viewer import cli, data, methods, site
+
+IO = {"name": "io", "solver": "baselines.simple:io", "params": {"template": "{task}\n\n{answer_instruction}"}}
+
+
+def right_on_1(messages, sampling):
+    return "ANSWER: 2" if "What is 1+1?" in messages[-1]["content"] else "I think ANSWER: 7"
+
+
+def right_on_1_and_2(messages, sampling):
+    t = messages[-1]["content"]
+    return "ANSWER: 2" if "1+1" in t else "ANSWER: 4" if "2+2" in t else "ANSWER: 9"
+
+
+def spec_of(tmp_path: Path, method: dict[str, Any], **kw: Any):
+    """``make_spec`` with the cache in config.yaml, as ``harness.run`` writes it (the viewer finds it there)."""
+    spec = make_spec(tmp_path, method, **kw)
+    spec.full_config["cache"] = dict(spec.cache_cfg)
+    return spec
+
+
+def io_run(tmp_path: Path, script=right_on_1, *, seed: int = 42, limit: int = 4, backbone=None):
+    spec = spec_of(tmp_path, IO, limit=limit, seed=seed)
+    bb = backbone or ScriptedBackbone(script)
+    metrics = run(spec, bb)
+    return spec, metrics, bb
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (names, bytes and mtimes): what a read-only viewer must leave as it was."""
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest() + f"@{p.stat().st_mtime_ns}"
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_runs_are_found_with_score_interval_cost_and_status(tmp_path: Path, tiny_data: Path):
+    spec, metrics, _ = io_run(tmp_path)
+    spec2, _, _ = io_run(tmp_path, right_on_1_and_2, seed=7)
+    runs = data.find_runs(tmp_path / "results")
+    assert [r.rel for r in runs] == ["t/tiny/io/scripted/seed=42", "t/tiny/io/scripted/seed=7"]
+    s = runs[0].summary()
+    assert (s["method"], s["benchmark"], s["backbone"], s["seed"], s["experiment"]) == \
+        ("io", "tiny", "scripted", 42, "t")
+    assert s["score_pct"] == 25.0 and s["n"] == 4 and s["n_errors"] == 0 and s["status"] == "complete"
+    assert s["interval"] == [4.6, 69.9]                       # Wilson 1/4, as Table 1 computes a cell
+    assert s["calls"] == 4 and s["cost_usd"] == pytest.approx(metrics["totals"]["cost_usd"])
+    assert runs[1].summary()["score_pct"] == 50.0
+
+
+def test_every_call_shows_its_full_prompt_and_reply_also_when_replayed_from_the_cache(tmp_path: Path, tiny_data: Path):
+    spec, _, bb = io_run(tmp_path)
+    sent = {m[-1]["content"]: m for m, _s, _n in bb.requests}
+    (run_,) = data.find_runs(tmp_path / "results")
+    calls = read_jsonl_tolerant(spec.out_dir / "calls.jsonl")
+    store = data.ReplyStore(data.cache_path(run_))
+    p1 = data.problems_of(run_)["p1"]
+    (c,) = data.problem_calls(run_, p1, calls, data.request_keys(run_), store)
+    assert c["messages"] == sent["What is 1+1?\n\nEnd with ANSWER: <n>."] and c["reply"] == "ANSWER: 2"
+    assert not c["cache_hit"] and c["stage"] == "answer" and c["role"] == "default" and c["found"]
+    # the same run again in a fresh folder: every call a cache hit, each still joined to its prompt and reply
+    spec_b = spec_of(tmp_path, {**IO, "name": "io_again"}, limit=4)
+    run(spec_b, ScriptedBackbone(lambda m, s: pytest.fail("replayed calls must not reach the backbone")))
+    run_b = data.load_run(spec_b.out_dir, tmp_path / "results")
+    calls_b = read_jsonl_tolerant(spec_b.out_dir / "calls.jsonl")
+    (cb,) = data.problem_calls(run_b, data.problems_of(run_b)["p1"], calls_b, data.request_keys(run_b), store)
+    assert cb["cache_hit"] and cb["messages"] == c["messages"] and cb["reply"] == "ANSWER: 2"
+    store.close()
+
+
+def test_a_run_from_before_ledger_keys_is_joined_through_requests_jsonl(tmp_path: Path, tiny_data: Path):
+    spec, _, _ = io_run(tmp_path)
+    calls = [{k: v for k, v in c.items() if k != "key"} for c in read_jsonl_tolerant(spec.out_dir / "calls.jsonl")]
+    (run_,) = data.find_runs(tmp_path / "results")
+    store = data.ReplyStore(data.cache_path(run_))
+    (c,) = data.problem_calls(run_, data.problems_of(run_)["p0"], calls, data.request_keys(run_), store)
+    assert c["reply"] == "I think ANSWER: 7" and c["key"]
+    store.close()
+
+
+class Flaky(ScriptedBackbone):
+    """p2's call fails for good (a dead server); p3's answer is cut by the token limit."""
+
+    async def complete(self, messages, sampling, n):
+        text = messages[-1]["content"]
+        if "2+2" in text:
+            raise ConnectionError("server went away")
+        res = await super().complete(messages, sampling, n)
+        if "3+3" in text:
+            res.completions[0] = Completion("ANSWER: 6 and then some", 5, 64, "length")
+        return res
+
+
+def test_errors_are_errors_and_cut_answers_and_fallbacks_are_flagged(tmp_path: Path, tiny_data: Path):
+    spec = spec_of(tmp_path, IO, limit=4, runner={"fail_fast_after": 0})
+    metrics = run(spec, Flaky(right_on_1))
+    assert metrics["n_errors"] == 1
+    (run_,) = data.find_runs(tmp_path / "results")
+    assert run_.status == "errors"
+    rows = {r["id"]: r for r in data.problem_rows(run_)}
+    assert rows["p2"]["status"] == "error" and not rows["p2"]["wrong"] and not rows["p2"]["right"]   # never "wrong"
+    assert rows["p0"]["wrong"] and rows["p1"]["right"] and rows["p3"]["cut"] and not rows["p0"]["cut"]
+    calls = read_jsonl_tolerant(spec.out_dir / "calls.jsonl")
+    (failed,) = data.problem_calls(run_, data.problems_of(run_)["p2"], calls, data.request_keys(run_),
+                                   data.ReplyStore(data.cache_path(run_)))
+    assert failed["error"] and failed["reply"] is None and not failed["found"]
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    page = (out / "runs" / run_.id / "p" / rows["p2"]["page"]).read_text()
+    assert "server went away" in page and "a failed call is never cached" in page
+
+
+def test_fallback_flag_from_a_dynagraph_fallback_plan(tmp_path: Path, tiny_data: Path):
+    import tests.test_dynagraph as tdg
+
+    def script(messages, sampling):
+        last = messages[-1]["content"]
+        if "Write a plan" in last or "was rejected" in last:
+            return "first I think"
+        return tdg.script_factory(bad_first_plan=False)(messages, sampling)
+    spec = make_spec(tmp_path, tdg.method_cfg(max_plan_attempts=2), limit=2)
+    run(spec, ScriptedBackbone(script))
+    (run_,) = data.find_runs(tmp_path / "results")
+    assert all(r["fallback"] for r in data.problem_rows(run_))
+    spec2, _, _ = io_run(tmp_path / "plain")
+    assert not any(r["fallback"] for r in data.problem_rows(data.find_runs(tmp_path / "plain" / "results")[0]))
+
+
+def _views(spec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    (run_,) = data.find_runs(spec.results_root)
+    p = next(iter(data.problems_of(run_).values()))
+    events = data.trajectory(run_, p)
+    return {v["kind"]: v for v in methods.views(p["trace"], events)}, events
+
+
+def test_method_views_dynagraph_dyflow_denoiseflow(tmp_path: Path, tiny_data: Path):
+    import tests.test_denoiseflow as tdf
+    import tests.test_dynagraph as tdg
+    import tests.test_dyflow as tdy
+
+    spec = make_spec(tmp_path / "dg", tdg.method_cfg(), limit=1)
+    run(spec, ScriptedBackbone(tdg.script_factory()))
+    v, _ = _views(spec)
+    dg = v["dynagraph"]
+    assert [h["op"] for h in dg["history"]] == ["plan", "patch"]
+    assert 'data-id="v2_patch1"' in dg["graph"] and 'data-id="v2"' in dg["graph"]       # the patch and what it replaced
+    assert not dg["plans"][0]["attempts"][0]["check"]["ok"]                              # the rejected first plan
+    assert list(v) == ["dynagraph"]
+
+    _, preds, _ = tdy.run_dyflow(tmp_path / "dy", tdy.Script([[tdy.SOLVE], [tdy.ORGANIZE]]))
+    v, _ = _views(make_spec(tmp_path / "dy", {"name": "x"}))
+    dy = v["dyflow"]
+    assert [s["id"] for s in dy["stages"]] == ["stage_1", "stage_2"] and dy["facts"]["terminated_by"] == "organize"
+    assert 'data-id="act_2"' in dy["stages"][0]["graph"] and "REVIEW_SOLUTION" in dy["stages"][0]["graph"]
+    assert dy["stages"][0]["attempts"][0]["status"] == "valid"
+
+    spec = make_spec(tmp_path / "df", tdf.df_method("full"), limit=1)
+    run(spec, ScriptedBackbone(tdf.world))
+    v, _ = _views(spec)
+    df = v["denoiseflow"]
+    assert df["regulate"]["route"] in ("direct", "branch", "refine", "full") and df["branches"]
+    assert "u_slots" in df["sense"] and "first_verdict" in df["correct"] and df["clusters"]
+
+
+def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Path, monkeypatch):
+    import tests.test_auq_method as ta
+
+    root = tmp_path / "data"
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(root))
+
+    def script(messages, sampling):
+        text = messages[-1]["content"]
+        if ta.REFLECT in text:
+            return ta.reply(ta._right(text), 0.9)
+        k, _goal = ta._now(text)
+        return ta.reply(ta._right(text), 0.95 if k == 0 else 0.5, "maybe")   # confident first step, unsure second
+    spec = ta._spec(tmp_path, root, [2], "dual")
+    run(spec, ScriptedBackbone(script))
+    v, events = _views(spec)
+    a = v["auq"]
+    assert [s["system2"] for s in a["steps"]] == [False, True, True]           # counter 0 -> 1 -> 2, then stop
+    assert a["steps"][1]["c_init"] == 0.5 and a["steps"][1]["c_final"] == 0.9 and a["tau"] == 0.85
+    assert a["curve"].count("<circle") == len(a["steps"]) and 'r="5"' in a["curve"]      # System 2 drawn bigger
+
+
+def test_a_searched_methods_artifact_and_history(tmp_path: Path, tiny_data: Path):
+    from baselines.autoflow.artifact import write_artifact
+
+    art = tmp_path / "search" / "tiny" / "aflow" / "artifact.json"
+    write_artifact(art, {"method": "aflow", "benchmark": "tiny", "split": "validate",
+                         "workflow": {"solver": "baselines.simple:io", "params": {}}, "validate_score": 0.75,
+                         "history": [{"round": 1, "score": 0.5}, {"round": 2, "score": 0.75}], "roles": {},
+                         "search_cost": {"total": {"cost_usd": 0.01}}})
+    spec = make_spec(tmp_path, IO, limit=1)
+    named = str(art).replace("/tiny/", "/{benchmark}/")               # as configs/method/aflow.yaml names it
+    spec.full_config["method"] = {**IO, "params": {**IO["params"], "artifact": named}}
+    run(spec, ScriptedBackbone(right_on_1))
+    (run_,) = data.find_runs(tmp_path / "results")
+    a = data.artifact_of(run_)
+    assert a["validate_score"] == 0.75 and [h["round"] for h in a["history"]] == [1, 2]
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert "Searched workflow" in page and "search history (2 rounds)" in page
+
+
+def test_the_site_is_built_without_writing_under_results_and_serves_on_loopback(tmp_path: Path, tiny_data: Path):
+    spec, _, _ = io_run(tmp_path)
+    io_run(tmp_path, right_on_1_and_2, seed=7)
+    results, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    before, cache_before = tree_digest(results), tree_digest(tmp_path)["cache.sqlite"]
+    out = tmp_path / "export"
+    assert cli.main([str(results), "--export", str(out)]) == 0
+    assert tree_digest(results) == before and tree_digest(tmp_path)["cache.sqlite"] == cache_before
+    index = (out / "index.html").read_text()
+    assert index.count('class="run-link"') == 2 and 'src="./static/app.js"' in index
+    (run_,) = [r for r in data.find_runs(results) if r.seed == 42]
+    js = (out / "runs" / run_.id / "problems.js").read_text()
+    rows = json.loads(re.search(r"= (\{.*\});\s*$", js, re.S).group(1))
+    assert [r["id"] for r in rows["rows"]] == ["p0", "p1", "p2", "p3"] and rows["rows"][1]["right"]
+    page = (out / "runs" / run_.id / "p" / f"{data.slug('p1')}.html").read_text()
+    assert "What is 1+1?" in page and "ANSWER: 2" in page and "#1</b> answer" in page
+    for bad in (results, results / "t", tmp_path):            # inside, equal to, or above the results tree
+        with pytest.raises(site.ExportError):
+            site.build([results], bad, quiet=True)
+    (tmp_path / "foreign").mkdir()
+    (tmp_path / "foreign" / "notes.txt").write_text("mine")
+    assert cli.main([str(results), "--export", str(tmp_path / "foreign")]) == 2
+    assert cli.main([str(tmp_path / "nowhere")]) == 2
+    assert cli.main([str(results), "--export", str(out)]) == 0           # the viewer's own export is rewritten
+    server = cli.serve(out, 0)
+    try:
+        host, port = server.server_address[:2]
+        assert host == "127.0.0.1"
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/runs/{run_.id}/index.html", timeout=10) as r:
+            assert r.status == 200 and b"problem-link" in r.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert tree_digest(results) == before

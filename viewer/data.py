@@ -1,0 +1,296 @@
+"""What the viewer shows, read from run folders: runs, their problems, each problem's calls and trace.
+
+Read-only by construction: files are opened for reading only and the response cache through SQLite's
+``mode=ro`` URI, so browsing a results tree can never change it (the tests checksum the tree). Nothing is
+guessed: a value a run did not record is ``None`` (shown as "—"), an unreadable file is named in ``problems``
+of the run, never skipped in silence.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.results import latest_by_id, read_jsonl_tolerant
+
+#: the files that make a folder a run folder (results/README.md)
+RUN_MARKERS = ("predictions.jsonl", "metrics.json")
+REPO = Path(__file__).resolve().parents[1]
+
+
+def slug(text: str) -> str:
+    """A file-name-safe id that stays readable and cannot collide (a short hash of the original)."""
+    safe = re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_")[:80]
+    return f"{safe}-{hashlib.sha1(text.encode('utf-8')).hexdigest()[:8]}"
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class Run:
+    """One run folder: ``<experiment>/<benchmark>/<method>/<backbone>/seed=<s>/``, named from its config."""
+
+    path: Path
+    rel: str
+    config: dict[str, Any]
+    metrics: dict[str, Any] | None
+    meta: dict[str, Any] | None
+    notes: list[str] = field(default_factory=list)   # files that could not be read, said on the page
+
+    @property
+    def id(self) -> str:
+        return slug(self.rel)
+
+    def _part(self, i: int) -> str | None:
+        parts = Path(self.rel).parts
+        return parts[i] if len(parts) >= -i else None
+
+    @property
+    def experiment(self) -> str | None:
+        return self.config.get("experiment") or self._part(-5)
+
+    @property
+    def method(self) -> str | None:
+        return (self.config.get("method") or {}).get("name") or self._part(-3)
+
+    @property
+    def benchmark(self) -> str | None:
+        return (self.config.get("benchmark") or {}).get("name") or self._part(-4)
+
+    @property
+    def split(self) -> str | None:
+        return (self.config.get("benchmark") or {}).get("split")
+
+    @property
+    def backbone(self) -> str | None:
+        return (self.config.get("backbone") or {}).get("name") or self._part(-2)
+
+    @property
+    def seed(self) -> Any:
+        s = self.config.get("seed")
+        if s is None and (part := self._part(-1)) and part.startswith("seed="):
+            s = part[5:]
+        return s
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """Roles served by a backbone of their own (or an adapter): ``{role: backbone[+adapter]}``."""
+        out = {}
+        for name, r in (self.config.get("roles") or {}).items():
+            if not isinstance(r, dict):
+                continue
+            label = r.get("name") or ""
+            if r.get("adapter"):
+                label = f"{label or self.backbone}+{r['adapter']}"
+            if label:
+                out[name] = label
+        return out
+
+    @property
+    def status(self) -> str:
+        """``complete`` | ``errors`` (some problems errored) | ``incomplete`` | ``no metrics`` (running or killed)."""
+        m = self.metrics
+        if m is None:
+            return "no metrics"
+        if m.get("n_errors"):
+            return "errors"
+        return "complete" if m.get("complete") else "incomplete"
+
+    def summary(self) -> dict[str, Any]:
+        m = self.metrics or {}
+        totals = m.get("totals") or {}
+        iv = score_interval(self)
+        return {"id": self.id, "rel": self.rel, "experiment": self.experiment, "benchmark": self.benchmark,
+                "split": self.split, "method": self.method, "backbone": self.backbone, "seed": self.seed,
+                "roles": self.roles, "score_pct": m.get("score_pct"), "interval": iv,
+                "metric": m.get("metric"), "n": m.get("n"), "selected": m.get("selected"),
+                "n_errors": m.get("n_errors"), "cost_usd": totals.get("cost_usd"), "calls": totals.get("calls"),
+                "status": self.status}
+
+
+def score_interval(run: Run) -> list[float] | None:
+    """The 95% interval of the score in percent, as Table 1 computes a cell (Wilson for 0/1 scores, else t)."""
+    from scripts.stats import interval
+
+    values = [100.0 * float(p["score"]) for p in problems_of(run).values()
+              if p.get("status") == "ok" and isinstance(p.get("score"), (int, float))]
+    iv = interval(values)
+    return None if iv is None else [round(iv.low, 1), round(iv.high, 1)]
+
+
+def find_runs(root: Path) -> list[Run]:
+    """Every run folder under ``root`` (``root`` itself may be one), sorted by path."""
+    root = Path(root)
+    folders = {p.parent for marker in RUN_MARKERS for p in root.rglob(marker)}
+    return [load_run(f, root) for f in sorted(folders)]
+
+
+def load_run(folder: Path, root: Path) -> Run:
+    notes = []
+    def safe(reader, name):
+        try:
+            return reader(folder / name)
+        except (ValueError, yaml.YAMLError, UnicodeDecodeError, OSError) as exc:
+            notes.append(f"{name} could not be read: {type(exc).__name__}: {exc}")
+            return None
+    rel = folder.relative_to(root).as_posix() if folder != root else folder.name
+    return Run(folder, rel, safe(_read_yaml, "config.yaml") or {}, safe(_read_json, "metrics.json"),
+               safe(_read_json, "meta.json"), notes)
+
+
+def problems_of(run: Run) -> dict[str, dict[str, Any]]:
+    """The latest attempt of each problem, in the order the problems were first written."""
+    return latest_by_id(read_jsonl_tolerant(run.path / "predictions.jsonl"))
+
+
+def _true_flag(trace: Any, names: tuple[str, ...]) -> bool:
+    if not isinstance(trace, dict):
+        return False
+    for k in names:
+        if trace.get(k):
+            return True
+    counts = trace.get("counts")
+    return isinstance(counts, dict) and any(counts.get(k) for k in names)
+
+
+#: trace keys that mark an answer the method did not reach by its own route (DynaGraph, DyFlow, autoflow)
+FALLBACK_KEYS = ("fallback", "fallbacks", "fallback_plan", "fallback_answers", "fallback_patches", "fell_back")
+
+
+def problem_rows(run: Run, calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """One row per problem: score, status, cost, calls and the flags the run page filters on."""
+    calls = read_jsonl_tolerant(run.path / "calls.jsonl") if calls is None else calls
+    cut: set[tuple[str, str]] = {(c.get("problem_id"), c.get("attempt")) for c in calls
+                                 if c.get("finish_reason") == "length"}
+    rows = []
+    for pid, p in problems_of(run).items():
+        trace = p.get("trace")
+        is_cut = (pid, p.get("attempt")) in cut or (isinstance(trace, dict) and trace.get("finish_reason") == "length")
+        score = p.get("score")
+        rows.append({
+            "id": pid, "page": slug(pid) + ".html", "status": p.get("status"), "score": score,
+            "right": p.get("status") == "ok" and isinstance(score, (int, float)) and score >= 1.0,
+            "wrong": p.get("status") == "ok" and isinstance(score, (int, float)) and score < 1.0,
+            "error": p.get("error"), "extracted": p.get("extracted"), "gold": p.get("gold"),
+            "cost_usd": p.get("cost_usd"), "calls": p.get("calls"), "fallback": _true_flag(trace, FALLBACK_KEYS),
+            "cut": bool(is_cut), "confidence": p.get("confidence")})
+    return rows
+
+
+class ReplyStore:
+    """Prompts and replies from the response cache, opened read-only; ``error`` says why one is not there."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path, self.error, self._db = path, None, None
+        if path is None:
+            self.error = "no response cache recorded in config.yaml"
+            return
+        if not path.exists():
+            self.error = f"response cache {path} not found (pass --cache PATH)"
+            return
+        try:
+            self._db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            self.error = f"response cache {path} cannot be opened read-only: {exc}"
+
+    def get(self, key: str | None) -> dict[str, Any] | None:
+        if self._db is None or not key:
+            return None
+        try:
+            row = self._db.execute("SELECT value FROM responses WHERE key=?", (key,)).fetchone()
+        except sqlite3.Error as exc:
+            self.error = f"response cache {self.path}: {exc}"
+            return None
+        return json.loads(row[0]) if row else None
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+
+def cache_path(run: Run, override: Path | None = None) -> Path | None:
+    """The run's response cache: ``override``, else config.yaml's ``cache.path`` (a relative path is tried
+    against the working directory and the checkout, where ``harness.run`` is started)."""
+    if override is not None:
+        return Path(override)
+    p = (run.config.get("cache") or {}).get("path")
+    if not p:
+        return None
+    p = Path(p)
+    if p.is_absolute():
+        return p
+    for base in (Path.cwd(), REPO):
+        if (base / p).exists():
+            return base / p
+    return p
+
+
+def problem_calls(run: Run, problem: dict[str, Any], calls: list[dict[str, Any]], requests: dict[str, str],
+                  store: ReplyStore) -> list[dict[str, Any]]:
+    """The ledger lines of the problem's latest attempt, in time order, each with its prompt and reply."""
+    mine = [c for c in calls if c.get("problem_id") == problem.get("id") and c.get("attempt") == problem.get("attempt")]
+    out = []
+    for i, c in enumerate(sorted(mine, key=lambda c: c.get("time") or 0.0)):
+        key = c.get("key") or requests.get(c.get("request") or "")
+        hit = store.get(key)
+        comp = (hit or {}).get("completion") or {}
+        out.append({**c, "n": i + 1, "key": key, "messages": (hit or {}).get("messages"),
+                    "reply": comp.get("text") if hit else None, "found": hit is not None})
+    return out
+
+
+def stage_groups(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive calls of one stage and role, in call order: the problem's stages and roles as they ran."""
+    groups: list[dict[str, Any]] = []
+    for c in calls:
+        if groups and groups[-1]["stage"] == c.get("stage") and groups[-1]["role"] == c.get("role"):
+            groups[-1]["calls"] += 1
+        else:
+            groups.append({"stage": c.get("stage"), "role": c.get("role"), "calls": 1})
+    return groups
+
+
+def request_keys(run: Run) -> dict[str, str]:
+    """``requests.jsonl``: request id -> cache key (how runs made before ledger lines had keys are joined)."""
+    return {r["request"]: r["key"] for r in read_jsonl_tolerant(run.path / "requests.jsonl")
+            if r.get("request") and r.get("key")}
+
+
+def trajectory(run: Run, problem: dict[str, Any]) -> list[dict[str, Any]]:
+    """An environment problem's episode events (``trajectories.jsonl``) of its latest attempt."""
+    return [t for t in read_jsonl_tolerant(run.path / "trajectories.jsonl")
+            if t.get("problem_id") == problem.get("id") and t.get("attempt") == problem.get("attempt")]
+
+
+def artifact_of(run: Run) -> dict[str, Any] | None:
+    """A searched method's workflow artifact (``method.params.artifact``), with its search history."""
+    path = ((run.config.get("method") or {}).get("params") or {}).get("artifact")
+    if not isinstance(path, str):
+        return None
+    p = Path(path.replace("{benchmark}", str(run.benchmark)))
+    candidates = [p] if p.is_absolute() else [Path.cwd() / p, REPO / p]
+    for c in candidates:
+        if c.exists():
+            try:
+                return {"path": str(c), **json.loads(c.read_text(encoding="utf-8"))}
+            except (ValueError, OSError) as exc:
+                return {"path": str(c), "error": f"{type(exc).__name__}: {exc}"}
+    return {"path": str(p), "error": "artifact not found"}
