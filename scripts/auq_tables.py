@@ -8,13 +8,20 @@ Everything it reads is in ``scripts/experiments/auq_main.yaml`` (rows, benchmark
 paper's numbers). Writes under ``results/auq-report/``:
 
 - ``table1-<backbone>.{md,tex,csv}``: calibration per aggregation (T-ECE, T-BS for Φ_last, Φ_avg, Φ_min, Φ_prod),
-  one table per benchmark; T-ECE uses 10 equal-width bins (:mod:`auq.metrics`).
+  one table per benchmark; T-ECE's bins and edge convention are the yaml's ``t_ece`` option (:mod:`auq.metrics`),
+  the other convention's value shown beside a cell where they differ by more than ``show_other_above``.
 - ``table2-<backbone>.{md,tex,csv}``: success rate [95% Wilson interval] and AUROC of C(τ) per aggregation,
   the paper's SR beside ours; the "fixes x% of ReAct failures, regresses y% of its successes" comparison.
 - ``figure3-<backbone>``: belief traces (mean confidence by step, UAM-only vs Dual, success vs failure, with the
   success/failure counts, the paper's counts in the legend) and the Δ scatter of System-2 interventions.
-- ``figure4-<backbone>``: SR vs memory window h; ``figure5-<backbone>``: memory expansion at h = 5;
-  ``figure6-<backbone>``: τ Pareto (SR vs average API calls per episode) beside the paper's points.
+- ``figure4-<backbone>``: SR vs memory window h (ReAct vs AUQ without expansion, the paper's arms);
+  ``figure5-<backbone>``: memory expansion at h = 5 and the full-memory bars; ``figure5-models``: the gains per
+  backbone on disk beside the paper's (cross-model); ``figure6-<backbone>``: τ Pareto (SR vs average API calls
+  per episode) beside the paper's points; ``figures-<backbone>.md``: each figure's protocol line.
+
+Each table and figure runs with the paper's settings for it (yaml ``settings``: Tables 1-2 and Figure 3 at h = 5,
+τ = 0.85, as the headline) and prints a protocol line generated from what its runs recorded, set against those
+settings; a WebShop cell scored without the original's spaCy tagger is footnoted (yaml ``webshop_tagger``).
 
 Rules (as scripts/table1.py; `run` exits 1 when a planned run is not complete): a cell whose runs have errors or unanswered problems shows ``incomplete a/s, k
 errors`` and is never averaged; a row whose method is not implemented or not run shows "—" with the reason; a
@@ -31,8 +38,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from auq.metrics import PHIS, Trajectory, calibration_report, trajectory_of
+from auq.metrics import BIN_CONVENTION, BIN_TEXT, N_BINS, PHIS, Trajectory, calibration_report, trajectory_of
 from scripts.collect import Agg, RunIndex
+from scripts.protocol import compare as compare_setting
+from scripts.protocol import models, num, sampling, split_of
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import load_experiment, method_config, parse_args
 
@@ -126,6 +135,130 @@ def backbone_title(backbone: str) -> str:
         if backbone.startswith("local") else backbone
 
 
+# ---- protocol lines ---------------------------------------------------------------------------------------
+# What a table's or figure's runs recorded, set against the paper's settings for it (auq_main.yaml `settings`):
+# generated from config.yaml / meta.json / calls.jsonl / predictions, never typed.
+
+AUQ_SETTINGS = (("tau", "τ"), ("memory_expansion", "memory expansion"), ("n_paths", "N"), ("max_refinements", "D"),
+                ("temperature", "System-2 T"))
+
+
+def _h(v: Any) -> str:
+    return "full" if v is None else num(v)
+
+
+def _onoff(v: Any) -> Any:
+    return ("on" if v else "off") if isinstance(v, bool) else v
+
+
+def _distinct(values: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def compare_sweep(name: str, ours: list[Any], paper: Any) -> str:
+    """As :func:`scripts.protocol.compare`, but a paper list is a sweep (Figure 4's windows, Figure 6's τ): ours
+    matches when every value we ran is one of its points."""
+    if not isinstance(paper, list) or not ours:
+        return compare_setting(name, ours, paper)
+    want = [num(v) for v in paper]
+    txt = "/".join(num(v) for v in ours)
+    if all(num(v) in want for v in ours):
+        return f"{name} {txt} (points of the paper's {'/'.join(want)})"
+    return f"{name} {txt} ≠ paper {'/'.join(want)}"
+
+
+def run_params(run: Any) -> dict[str, Any]:
+    return (run.config().get("method") or {}).get("params") or {}
+
+
+def tagger_of(run: Any) -> list[str]:
+    """The WebShop noun taggers a run's scored problems recorded (score_details.noun_tagger)."""
+    return _distinct([str((p.get("score_details") or {}).get("noun_tagger") or "not recorded")
+                      for p in run.predictions() if p.get("status", "ok") != "error"])
+
+
+def t_ece_setting(exp: dict[str, Any]) -> dict[str, Any]:
+    t = exp.get("t_ece") or {}
+    return {"bins": int(t.get("bins", N_BINS)), "convention": t.get("convention", BIN_CONVENTION),
+            "show_other_above": float(t.get("show_other_above", 0.01))}
+
+
+def protocol_parts(runs: list[Any], paper: dict[str, Any], bench: str, exp: dict[str, Any] | None = None
+                   ) -> list[str]:
+    """One benchmark's settings as its runs recorded them, each "= paper", "≠ paper X" or "(paper: not stated)"."""
+    if not runs:
+        return []
+    parts = [compare_setting("backbone", models(runs), paper.get("backbone"))]
+    splits = [split_of(r) for r in runs]
+    parts.append(compare_setting("split", _distinct([s for s, _, _ in splits]), (paper.get("split") or {}).get(bench)))
+    n_txt = "/".join(_distinct([f"{sel}" + (f" of {tot}" if tot is not None else "") for _, sel, tot in splits]))
+    pn = (paper.get("n") or {}).get(bench)
+    same_n = pn is not None and all(sel == pn for _, sel, _ in splits)
+    parts.append(f"n {n_txt}" + (" (paper: not stated)" if pn is None else " = paper" if same_n else f" ≠ paper {pn}"))
+    parts.append("seeds " + "/".join(str(s) for s in _distinct([r.seed for r in runs])))
+    windows = [_h(run_params(r)["window"]) for r in runs if "window" in run_params(r)]
+    pw = paper.get("window", "not in yaml")
+    if pw != "not in yaml":
+        parts.append(compare_sweep("window h", _distinct(windows),
+                                     [_h(w) for w in pw] if isinstance(pw, list) else _h(pw)))
+    steps = _distinct([((r.config().get("benchmark") or {}).get("env") or {}).get("max_steps") for r in runs])
+    parts.append(compare_setting("step cap", [s for s in steps if s is not None], paper.get("max_steps")))
+    mt = _distinct([sampling(r).get("max_tokens") for r in runs if sampling(r).get("max_tokens") is not None])
+    if mt:
+        parts.append(compare_setting("max_tokens", mt, None))
+    auq = [r for r in runs if run_params(r).get("variant") in ("inverse", "dual")]
+    for key, label in AUQ_SETTINGS:
+        vals = _distinct([_onoff(run_params(r)[key]) for r in auq if key in run_params(r)])
+        if vals and key in paper:
+            pv = paper[key]
+            parts.append(compare_sweep(label, vals, [_onoff(v) for v in pv] if isinstance(pv, list) else _onoff(pv)))
+    if bench == "webshop":
+        orig = ((exp or {}).get("webshop_tagger") or {}).get("original")
+        tags = _distinct([t for r in runs for t in tagger_of(r)])
+        parts.append(f"noun tagger {'/'.join(tags)}" + ("" if orig is None else
+                                                       " = the original's" if all(t.startswith(orig) for t in tags)
+                                                       else f" ≠ the original's {orig}"))
+    return parts
+
+
+def protocol_line(exp: dict[str, Any], which: str, runs_by_bench: dict[str, list[Any]], extra: list[str] = ()
+                  ) -> str | None:
+    """"Protocol (recorded by the runs; paper settings for <which>: <source>): ALFWorld: ... | WebShop: ..."."""
+    st = (exp.get("settings") or {}).get(which) or {}
+    paper = st.get("paper") or {}
+    labels = exp.get("benchmark_labels") or {}
+    per = [f"{labels.get(b, b)}: " + "; ".join(ps) for b, runs in runs_by_bench.items()
+           if (ps := protocol_parts(runs, paper, b, exp))]
+    if not per and not extra:
+        return None
+    head = f"Protocol (recorded by the runs, against the paper's {which} settings"
+    head += f" [{st['source']}]" if st.get("source") else ""
+    return head + "): " + " | ".join([*per, *extra])
+
+
+def t_ece_protocol(exp: dict[str, Any]) -> str:
+    t = t_ece_setting(exp)
+    other = "right_closed" if t["convention"] == "left_closed" else "left_closed"
+    return (f"T-ECE: {t['bins']} equal-width bins, {BIN_TEXT[t['convention']]} (paper: not stated, no AUQ code "
+            f"released; option t_ece.convention); a cell shows the {other.replace('_', '-')} value beside it where "
+            f"the two differ by more than {num(t['show_other_above'])}")
+
+
+def tagger_footnote(exp: dict[str, Any], aggs: list[Agg]) -> str | None:
+    """The footnote of a WebShop cell whose runs did not use the original's noun tagger (None if they did)."""
+    wt = exp.get("webshop_tagger") or {}
+    orig = wt.get("original", "spacy:en_core_web_lg")
+    tags = _distinct([t for a in aggs for r in a.runs for t in tagger_of(r)])
+    if not tags or all(t.startswith(orig) for t in tags):
+        return None
+    return (f"WebShop scored with the noun tagger {'/'.join(tags)} (recorded by the runs), not the original's "
+            f"{orig}: {wt.get('disagreement', 'disagreement not measured')}")
+
+
 # ---- Tables 1 and 2 -----------------------------------------------------------------------------------------
 
 def _cells(index: RunIndex, exp: dict[str, Any], backbone: str) -> list[dict[str, Any]]:
@@ -133,7 +266,9 @@ def _cells(index: RunIndex, exp: dict[str, Any], backbone: str) -> list[dict[str
     for row in exp["rows"]:
         folder = _folder(row)
         aggs = {b: index.agg(b, folder, backbone) for b in exp["benchmarks"]}
-        reps = {b: (calibration_report(trajectories(a)) if a.complete else None) for b, a in aggs.items()}
+        te = t_ece_setting(exp)
+        reps = {b: (calibration_report(trajectories(a), n_bins=te["bins"], convention=te["convention"])
+                    if a.complete else None) for b, a in aggs.items()}
         body.append({"row": row, "folder": folder, "aggs": aggs, "reports": reps})
     return body
 
@@ -161,20 +296,25 @@ def _status(row, agg: Agg, bench: str) -> str | None:
 def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dict[str, Any] | None = None
                  ) -> tuple[list[Table], list[dict[str, Any]]]:
     body = _cells(index, exp, backbone)
+    te = t_ece_setting(exp)
     tables, records = [], []
     for bench in exp["benchmarks"]:
         feet = Footnotes()
         cols = ["Method", *[f"{PHI_LABEL[p]} {m}" for p in PHIS for m in ("T-ECE↓", "T-BS↓")], "n conf/all"]
         t = Table(title=f"AUQ Table 1 ({exp['benchmark_labels'].get(bench, bench)}): calibration per aggregation, "
-                        f"{backbone_title(backbone)}; T-ECE with 10 equal-width bins",
+                        f"{backbone_title(backbone)}; T-ECE with {te['bins']} equal-width bins, "
+                        f"{te['convention'].replace('_', '-')}",
                   columns=cols, label=f"tab:auq-table1-{bench}-{backbone}")
         for b in body:
             row, agg, rep = b["row"], b["aggs"][bench], b["reports"][bench]
-            marks = feet.marks(footnotes_for(row, {bench: agg}, proto))
+            feats = footnotes_for(row, {bench: agg}, proto)
+            tag = tagger_footnote(exp, [agg]) if bench == "webshop" else None
+            feats += [tag] if tag else []
+            marks = feet.marks(feats)
             label = Cell(row["label"], sup=marks)
             status = _status(row, agg, bench)
             rec = {"backbone": backbone, "benchmark": bench, "method": row["method"], "row": row["label"],
-                   "footnotes": feet.numbered(footnotes_for(row, {bench: agg}, proto)),
+                   "footnotes": feet.numbered(feats), "t_ece_convention": te["convention"],
                    "sources": ";".join(agg.sources(index.root))}
             if status is not None or rep is None:
                 t.rows.append([label, *([status or "—"] + [""] * (len(cols) - 2))])
@@ -190,14 +330,22 @@ def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             cells = []
             for phi in PHIS:
                 pr = rep["phi"][phi]
-                cells += [fmt(pr["t_ece"], 3), fmt(pr["t_bs"], 3)]
-                rec.update({f"{phi}_t_ece": pr["t_ece"], f"{phi}_t_bs": pr["t_bs"], f"{phi}_n": pr["n"]})
+                ece = fmt(pr["t_ece"], 3)
+                if pr["t_ece"] is not None and pr["t_ece_other"] is not None \
+                        and abs(pr["t_ece"] - pr["t_ece_other"]) > te["show_other_above"]:
+                    ece += f" ({rep['bin_convention_other'].split('_')[0]}-closed {fmt(pr['t_ece_other'], 3)})"
+                cells += [ece, fmt(pr["t_bs"], 3)]
+                rec.update({f"{phi}_t_ece": pr["t_ece"], f"{phi}_t_ece_other": pr["t_ece_other"],
+                            f"{phi}_t_bs": pr["t_bs"], f"{phi}_n": pr["n"]})
             t.rows.append([label, *cells, f"{n_conf}/{rep['n']}"])
             records.append({**rec, "status": "ok", "n": rep["n"], "n_conf": n_conf, "missing_steps": rep["missing_steps"],
                             "steps": rep["steps"]})
+        line = protocol_line(exp, "main", {bench: [r for b in body for r in b["aggs"][bench].runs]},
+                             [t_ece_protocol(exp)])
         t.notes = [*feet.notes(), "C(τ) per trajectory = Φ over its steps' verbalised confidences; missing "
                    "confidences are skipped (a trajectory with none is excluded and counted in n conf/all).",
-                   "The paper's per-model Table 1 numbers were not recovered (supplement §6): no paper column."]
+                   "The paper's per-model Table 1 numbers were not recovered (supplement §6): no paper column.",
+                   *([line] if line else [])]
         tables.append(t)
     return tables, records
 
@@ -256,7 +404,8 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             ci = agg.ci()
             sr = agg.mean
             aurocs = [rep["phi"][p]["auroc"] for p in PHIS]
-            cells += [f"{fmt(sr)} {ci.text() if ci else '[—]'} n={agg.n_problems}",
+            tag = tagger_footnote(exp, [agg]) if bench == "webshop" else None
+            cells += [Cell(f"{fmt(sr)} {ci.text() if ci else '[—]'} n={agg.n_problems}", sup=feet.marks([tag]) if tag else ""),
                       " / ".join(fmt(x, 2) for x in aurocs), fmt(avg_calls(agg)), paper_txt]
             records.append({**rec, "status": "ok", "sr": sr, "ci_low": ci.low if ci else None,
                             "ci_high": ci.high if ci else None, "n": agg.n_problems, "calls_per_episode": avg_calls(agg),
@@ -279,7 +428,8 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             records.append({"backbone": backbone, "benchmark": bench, "method": "compare", "row": "compare", **cmp})
     notes.append("Paper SR: Dual 74.3% ALFWorld, 42.5% WebShop (+10.7, +13.6); Forward 63.6% = 89/140 and ReAct "
                  "inferred as 74.3−10.7, 42.5−13.6 (supplement §6). The paper's AUROC values were not recovered.")
-    t.notes = notes
+    line = protocol_line(exp, "main", {bench: [r for b in body for r in b["aggs"][bench].runs] for bench in benches})
+    t.notes = notes + ([line] if line else [])
     return [t], records
 
 
@@ -371,6 +521,8 @@ def figure3(index: RunIndex, exp: dict[str, Any], backbone: str, out_dir: Path) 
     else:
         empty_panel(ax2, "no System-2 interventions with both confidences on disk")
     fig.suptitle(f"AUQ Figure 3 ({bench}, {backbone})", fontsize=10)
+    data["protocol"] = protocol_line(exp, "main", {bench: [r for k in ("uam", "dual")
+                                                           for r in index.agg(bench, _folder(rows[f3[k]]), backbone).runs]})
     return save(fig, out_dir / f"figure3-{backbone}"), data
 
 
@@ -407,25 +559,41 @@ def _sr(agg: Agg) -> float | None:
     return agg.mean if agg.complete else None
 
 
+def fig4_arms(exp: dict[str, Any]) -> list[dict[str, Any]]:
+    """Figure 4's arms with their result folders (``name`` when the arm's overrides make it another run)."""
+    rows = {r["method"]: r for r in exp["rows"]}
+    return [{**a, "folder": a.get("name") or _folder(rows.get(a["method"], {"method": a["method"]}))}
+            for a in exp["figures"]["fig4"]["arms"]]
+
+
+def arm_extra(window: Any, arm: dict[str, Any]) -> list[str]:
+    """The Hydra overrides of one figure arm at one window (the same list wherever two figures share a run)."""
+    return [f"method.params.window={'null' if window is None else int(window)}", *(arm.get("overrides") or []),
+            *([f"method.name={arm['name']}"] if arm.get("name") else [])]
+
+
 def figure4(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
     from scripts.figstyle import empty_panel, plt, save
 
     f4 = exp["figures"]["fig4"]
-    rows = {r["method"]: r for r in exp["rows"]}
     pyplot = plt()
     fig, ax = pyplot.subplots(figsize=(6, 4))
-    data: dict[str, Any] = {"windows": [_h_name(h) for h in f4["windows"]]}
+    data: dict[str, Any] = {"windows": [_h_name(h) for h in f4["windows"]], "arms": {}}
+    runs: list[Any] = []
     drew = False
-    for m in f4["methods"]:
+    for arm in fig4_arms(exp):
         pts = []
         for i, h in enumerate(f4["windows"]):
-            agg = RunIndex.scan(root, window_experiment(exp, h)).agg(f4["benchmark"], _folder(rows[m]), backbone)
+            agg = RunIndex.scan(root, window_experiment(exp, h)).agg(f4["benchmark"], arm["folder"], backbone)
+            runs += agg.runs
             pts.append((i, _sr(agg), agg.incomplete))
-        data[m] = [{"h": _h_name(h), "sr": sr, "incomplete": inc} for h, (_, sr, inc) in zip(f4["windows"], pts)]
+        data["arms"][arm["label"]] = [{"h": _h_name(h), "sr": sr, "incomplete": inc}
+                                      for h, (_, sr, inc) in zip(f4["windows"], pts)]
+        data[arm["folder"]] = data["arms"][arm["label"]]
         xs = [i for i, sr, _ in pts if sr is not None]
         if xs:
             drew = True
-            ax.plot(xs, [sr for _, sr, _ in pts if sr is not None], "o-", label=rows[m]["label"])
+            ax.plot(xs, [sr for _, sr, _ in pts if sr is not None], "o-", label=arm["label"])
     if drew:
         ax.set_xticks(range(len(f4["windows"])), data["windows"])
         ax.set_xlabel("memory window h")
@@ -434,36 +602,111 @@ def figure4(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tu
     else:
         empty_panel(ax, "no complete memory-window runs on disk (make reproduce-auq-fig4)")
     ax.set_title(f"AUQ Figure 4: memory window ({f4['benchmark']}, {backbone}); paper: AUQ +5.0 at h=1", fontsize=9)
+    data["protocol"] = protocol_line(exp, "fig4", {f4["benchmark"]: runs})
     return save(fig, out_dir / f"figure4-{backbone}"), data
 
 
 def fig5_bars(exp: dict[str, Any]) -> list[dict[str, Any]]:
+    """Figure 5's bars with their folder, window and experiment (a bar without ``window`` is at fig5.window)."""
     rows = {r["method"]: r for r in exp["rows"]}
-    return [{**b, "folder": b.get("name") or _folder(rows[b["method"]])} for b in exp["figures"]["fig5"]["bars"]]
+    f5 = exp["figures"]["fig5"]
+    out = []
+    for b in f5["bars"]:
+        h = b["window"] if "window" in b else f5["window"]
+        out.append({**b, "window": h, "experiment": f5["experiment"].format(h=_h_name(h)),
+                    "folder": b.get("name") or _folder(rows.get(b["method"], {"method": b["method"]}))})
+    return out
+
+
+def fig5_gains(exp: dict[str, Any], bars: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each configured gain (ours − base, SR points) from the bars' SRs, beside the paper's; None if either
+    bar has no complete runs."""
+    sr = {b["label"]: b["sr"] for b in bars}
+    out = {}
+    for name, g in ((exp["figures"]["fig5"].get("gains")) or {}).items():
+        a, b = sr.get(g["ours"]), sr.get(g["base"])
+        out[name] = {"ours": g["ours"], "base": g["base"], "gain": None if a is None or b is None else a - b,
+                     "paper": g.get("paper") or {}}
+    return out
+
+
+def fig5_cell(root: Path, exp: dict[str, Any], backbone: str) -> tuple[list[dict[str, Any]], list[Any]]:
+    f5 = exp["figures"]["fig5"]
+    bars, runs = [], []
+    for b in fig5_bars(exp):
+        agg = RunIndex.scan(root, b["experiment"]).agg(f5["benchmark"], b["folder"], backbone)
+        runs += agg.runs
+        bars.append({"label": b["label"], "h": _h_name(b["window"]), "sr": _sr(agg), "incomplete": agg.incomplete,
+                     "calls_per_episode": avg_calls(agg) if agg.complete else None})
+    return bars, runs
+
+
+def cross_model_note(exp: dict[str, Any], ran: list[str]) -> str:
+    paper = ((exp.get("settings") or {}).get("fig5") or {}).get("paper", {}).get("backbone") or []
+    return (f"cross-model: {len(ran)} backbone(s) with runs on disk ({', '.join(ran) or 'none'}); the paper: "
+            f"{len(paper)} models ({', '.join(paper)})")
 
 
 def figure5(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
     from scripts.figstyle import empty_panel, plt, save
 
     f5 = exp["figures"]["fig5"]
-    index = RunIndex.scan(root, f5["experiment"])
     pyplot = plt()
-    fig, ax = pyplot.subplots(figsize=(6, 4))
-    data: dict[str, Any] = {"bars": []}
-    for b in fig5_bars(exp):
-        agg = index.agg(f5["benchmark"], b["folder"], backbone)
-        data["bars"].append({"label": b["label"], "sr": _sr(agg), "incomplete": agg.incomplete,
-                             "calls_per_episode": avg_calls(agg) if agg.complete else None})
-    if any(b["sr"] is not None for b in data["bars"]):
-        ax.bar(range(len(data["bars"])), [b["sr"] or 0.0 for b in data["bars"]],
-               color=["tab:grey", "tab:blue", "tab:orange"][: len(data["bars"])])
-        ax.set_xticks(range(len(data["bars"])), [b["label"] + ("" if b["sr"] is not None else "\n(—)")
-                                                 for b in data["bars"]], fontsize=8)
+    fig, ax = pyplot.subplots(figsize=(7, 4))
+    bars, runs = fig5_cell(root, exp, backbone)
+    data: dict[str, Any] = {"bars": bars, "gains": fig5_gains(exp, bars)}
+    if any(b["sr"] is not None for b in bars):
+        ax.bar(range(len(bars)), [b["sr"] or 0.0 for b in bars],
+               color=["tab:grey", "tab:blue", "tab:orange", "silver", "tab:green"][: len(bars)])
+        ax.set_xticks(range(len(bars)), [b["label"] + ("" if b["sr"] is not None else "\n(—)") for b in bars],
+                      fontsize=7)
         ax.set_ylabel("success rate (%)")
     else:
-        empty_panel(ax, "no complete h=5 runs on disk (make reproduce-auq-fig5)")
-    ax.set_title(f"AUQ Figure 5: memory expansion at h={f5['window']} ({backbone}); paper: +17.9 (GPT-5.1)", fontsize=9)
+        empty_panel(ax, "no complete h=5 / full-history runs on disk (make reproduce-auq-fig5)")
+    ax.set_title(f"AUQ Figure 5: memory expansion at h={f5['window']} and full memory ({backbone}); paper: "
+                 "+17.9 expansion (GPT-5.1), AUQ−ReAct +11.0 limited / +7.7 full", fontsize=8)
+    data["protocol"] = protocol_line(exp, "fig5", {f5["benchmark"]: runs})
     return save(fig, out_dir / f"figure5-{backbone}"), data
+
+
+def figure5_models(root: Path, exp: dict[str, Any], backbones_: list[str], out_dir: Path
+                   ) -> tuple[list[Path], dict[str, Any]]:
+    """Figure 5's cross-model panel: per backbone with runs, each gain (expansion; AUQ − ReAct at limited and
+    full memory) beside the paper's."""
+    from scripts.figstyle import empty_panel, plt, save
+
+    f5 = exp["figures"]["fig5"]
+    per: dict[str, Any] = {}
+    runs: list[Any] = []
+    for bb in backbones_:
+        bars, rs = fig5_cell(root, exp, bb)
+        if rs:
+            per[bb] = fig5_gains(exp, bars)
+            runs += rs
+    names = list((f5.get("gains") or {}))
+    pyplot = plt()
+    fig, ax = pyplot.subplots(figsize=(7, 4))
+    series = [(bb, [per[bb][n]["gain"] for n in names]) for bb in per]
+    if series:
+        paper = [next(iter((f5["gains"][n].get("paper") or {}).values()), None) for n in names]
+        series.append(("paper (" + "; ".join(f"{n}: {', '.join(f5['gains'][n].get('paper') or {})}" for n in names)
+                       + ")", paper))
+    width = 0.8 / max(1, len(series))
+    for k, (lab, vals) in enumerate(series):
+        ax.bar([i + k * width for i, v in enumerate(vals) if v is not None], [v for v in vals if v is not None],
+               width=width, label=lab)
+    if series:
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(names))], names)
+        ax.axhline(0, color="grey", lw=0.8)
+        ax.set_ylabel("gain (SR points)")
+        ax.legend(fontsize=6)
+    else:
+        empty_panel(ax, "no Figure 5 runs on any backbone")
+    ran = [bb for bb in per]
+    ax.set_title("AUQ Figure 5 (cross-model): " + cross_model_note(exp, ran), fontsize=7)
+    data = {"backbones": per, "paper": {n: f5["gains"][n].get("paper") for n in names},
+            "note": cross_model_note(exp, ran), "protocol": protocol_line(exp, "fig5", {f5["benchmark"]: runs})}
+    return save(fig, out_dir / "figure5-models"), data
 
 
 def figure6(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
@@ -475,11 +718,13 @@ def figure6(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tu
     fig, (ax1, ax2) = pyplot.subplots(1, 2, figsize=(11, 4))
     data: dict[str, Any] = {"ours": {}, "paper": (exp.get("paper") or {}).get("fig6") or {}}
     drew = False
+    runs: list[Any] = []
     for h in f6["windows"]:
         pts = []
         for tau in f6["taus"]:
             agg = RunIndex.scan(root, tau_experiment(exp, tau, h)).agg(f6["benchmark"], _folder(rows[f6["method"]]),
                                                                         backbone)
+            runs += agg.runs
             pts.append({"tau": tau, "sr": _sr(agg), "calls_per_episode": avg_calls(agg) if agg.complete else None,
                         "incomplete": agg.incomplete})
         data["ours"][_h_name(h)] = pts
@@ -508,16 +753,27 @@ def figure6(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tu
     ax2.set_title("paper (Figure 6, read from the slide, ±~3% on calls)", fontsize=9)
     ax2.legend(fontsize=7)
     fig.suptitle("AUQ Figure 6: τ Pareto (τ ∈ {0.8, 0.85, 0.9, 0.95})", fontsize=10)
+    data["protocol"] = protocol_line(exp, "fig6", {f6["benchmark"]: runs})
     return save(fig, out_dir / f"figure6-{backbone}"), data
 
 
 # ---- writing ------------------------------------------------------------------------------------------------
 
 T1_FIELDS = ["backbone", "benchmark", "row", "method", "status", "n", "n_conf", "steps", "missing_steps",
-             *[f"{p}_{m}" for p in PHIS for m in ("t_ece", "t_bs", "n")], "footnotes", "sources"]
+             *[f"{p}_{m}" for p in PHIS for m in ("t_ece", "t_ece_other", "t_bs", "n")], "t_ece_convention", "footnotes",
+             "sources"]
 T2_FIELDS = ["backbone", "benchmark", "row", "method", "status", "sr", "ci_low", "ci_high", "n", "calls_per_episode",
              *[f"auroc_{p}" for p in PHIS], "paper_sr", "paper_sr_inferred", "fixed", "base_failures", "fixed_pct",
              "regressed", "base_successes", "regressed_pct", "sources"]
+
+
+def write_figure_protocols(path: Path, figs: dict[str, Any]) -> Path:
+    """Each figure's protocol line (from its runs) in one generated markdown file beside the images."""
+    lines = ["<!-- generated by python -m scripts.auq_tables build; do not edit -->", ""]
+    for name, d in figs.items():
+        lines += [f"- **{name}**: {d.get('protocol') or 'no runs on disk'}"]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
 
 
 def backbones(root: Path, exp: dict[str, Any]) -> list[str]:
@@ -553,8 +809,14 @@ def write_all(results_root: Path, backbone: str | None = None, exp: dict[str, An
             figs[name] = d
         fjson = out_dir / f"figures-{bb}.json"
         fjson.write_text(json.dumps(figs, indent=1, default=str), encoding="utf-8")
-        paths.append(fjson)
+        paths += [fjson, write_figure_protocols(out_dir / f"figures-{bb}.md", figs)]
         data[bb] = {"table1": r1, "table2": r2, "figures": figs, "tables": t1 + t2}
+    ps, cross = figure5_models(root, exp, backbones(root, exp) or ([backbone] if backbone else []), out_dir)
+    paths += ps
+    (out_dir / "figure5-models.json").write_text(json.dumps(cross, indent=1, default=str), encoding="utf-8")
+    paths.append(out_dir / "figure5-models.json")
+    for d in data.values():
+        d["figures"]["figure5_models"] = cross
     return {"paths": paths, "data": data}
 
 
@@ -596,18 +858,15 @@ def plan_items(exp: dict[str, Any], what: str, backbone: str, proto: dict[str, A
             for bench in exp["benchmarks"]:
                 if bench == "webshop" and webshop_files_missing():
                     continue
-                items += run(row["method"], bench, exp["experiment"], [])
+                items += run(row["method"], bench, exp["experiment"],
+                             list(((exp.get("settings") or {}).get("main") or {}).get("overrides") or []))
     if what in ("fig4", "all"):
         for h in figs["fig4"]["windows"]:
-            for m in figs["fig4"]["methods"]:
-                items += run(m, figs["fig4"]["benchmark"], window_experiment(exp, h),
-                             [f"method.params.window={'null' if h is None else int(h)}"])
+            for arm in fig4_arms(exp):
+                items += run(arm["method"], figs["fig4"]["benchmark"], window_experiment(exp, h), arm_extra(h, arm))
     if what in ("fig5", "fig4", "all"):
-        f5 = figs["fig5"]
         for b in fig5_bars(exp):
-            extra = [f"method.params.window={int(f5['window'])}", *(b.get("overrides") or []),
-                     *([f"method.name={b['name']}"] if b.get("name") else [])]
-            items += run(b["method"], f5["benchmark"], f5["experiment"], extra)
+            items += run(b["method"], figs["fig5"]["benchmark"], b["experiment"], arm_extra(b["window"], b))
     if what in ("fig6", "all"):
         f6 = figs["fig6"]
         for h in f6["windows"]:

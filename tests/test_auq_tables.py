@@ -21,16 +21,20 @@ def step(c, auq=None):
     return {"event": "step", "extra": extra}
 
 
-def pred(pid, ok, confs, *, s2=None, status="ok"):
+def pred(pid, ok, confs, *, s2=None, status="ok", tagger=None):
     traj = [{"event": "reset"}] + [step(c, (s2 or {}).get(i)) for i, c in enumerate(confs)]
-    return {"id": pid, "index": int(pid[1:]), "status": status, "score": 1.0 if ok else 0.0, "calls": 3,
-            "episodes": [{"index": 0, "trajectory": traj}]}
+    out = {"id": pid, "index": int(pid[1:]), "status": status, "score": 1.0 if ok else 0.0, "calls": 3,
+           "episodes": [{"index": 0, "trajectory": traj}]}
+    if tagger:
+        out["score_details"] = {"rule": "environment", "noun_tagger": tagger}
+    return out
 
 
-def write_run(root, exp, bench, method, preds, *, seed=42, backbone="local", calls=3.0, complete=True, tau=0.85):
+def write_run(root, exp, bench, method, preds, *, seed=42, backbone="local", calls=3.0, complete=True, tau=0.85,
+              params=None):
     d = root / exp / bench / method / backbone / f"seed={seed}"
     d.mkdir(parents=True)
-    cfg = {"method": {"name": method, "params": {"tau": tau, "few_shot": 0}, "deviations": []},
+    cfg = {"method": {"name": method, "params": {"tau": tau, "few_shot": 0, **(params or {})}, "deviations": []},
            "benchmark": {"name": bench, "env": {"max_steps": 8}}, "backbone": {"name": backbone,
                                                                          "sampling": {"max_tokens": 192}}, "seed": seed}
     (d / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -127,8 +131,19 @@ def test_tables_numbers_hand_checked(results):
     assert figs["figure3"]["auq_dual"]["success"] == 2 and figs["figure3"]["auq_forward"] == {"status": "incomplete"}
     assert [(p["tau"], p["sr"], p["calls_per_episode"]) for p in figs["figure6"]["ours"]["full"]] == \
         [(0.8, 50.0, 4.0), (0.85, None, None), (0.9, 100.0, 9.0), (0.95, None, None)]
-    assert [b["sr"] for b in figs["figure5"]["bars"]] == [0.0, 0.0, 50.0]
+    # Figure 5: h=5 bars (ReAct, AUQ no expansion, AUQ + expansion), then the full-memory bars (AUQ full not run)
+    assert [b["sr"] for b in figs["figure5"]["bars"]] == [0.0, 0.0, 50.0, 50.0, None]
+    g = figs["figure5"]["gains"]
+    assert (g["expansion"]["gain"], g["limited"]["gain"], g["full"]["gain"]) == (50.0, 50.0, None)
+    assert g["expansion"]["paper"] == {"GPT-5.1": 17.9} and g["full"]["paper"] == {"across models": 7.7}
+    cross = figs["figure5_models"]
+    assert list(cross["backbones"]) == ["local"] and cross["backbones"]["local"]["limited"]["gain"] == 50.0
+    assert "1 backbone(s) with runs on disk (local); the paper: 7 models" in cross["note"]
+    assert (results / "auq-report" / "figure5-models.png").stat().st_size > 0
+    # Figure 4's arms are ReAct and AUQ without expansion (the paper credits h=1 to the stored (ĉ, ê))
     assert [p["sr"] for p in figs["figure4"]["react"]] == [50.0, None, 0.0, None, None]
+    assert [p["sr"] for p in figs["figure4"]["auq_dual-noexp"]] == [None, None, 0.0, None, None]
+    assert "auq_dual" not in figs["figure4"]
 
 
 def test_not_implemented_rows_and_paper_numbers(results):
@@ -154,7 +169,16 @@ def test_plan_covers_every_table_and_figure_run(tmp_path, monkeypatch):
     f5 = auq_tables.plan_items(exp, "fig5", "local", proto)
     assert any("method.name=auq_dual-noexp" in ov and "method.params.memory_expansion=false" in ov for _, ov in f5)
     f4 = auq_tables.plan_items(exp, "fig4", "local", proto)
-    assert len(f4) == 10 + 1      # 5 windows x 2 methods + Figure 5's no-expansion bar (h5 shared)
+    # 5 windows x 2 arms + Figure 5's two AUQ-with-expansion bars (h=5, full); its ReAct and no-expansion bars are
+    # Figure 4's runs (the same overrides, one run)
+    assert len(f4) == 10 + 2
+    arm = [ov for _, ov in f4 if "method=auq_dual" in ov and "method.name=auq_dual-noexp" in ov]
+    assert len(arm) == 5 and all("method.params.memory_expansion=false" in ov for ov in arm)
+    assert sorted(next(o for o in ov if o.startswith("experiment=")) for _, ov in f4
+                  if "method=auq_dual" in ov and "method.name=auq_dual-noexp" not in ov) == \
+        ["experiment=auq-window-full", "experiment=auq-window-h5"]
+    # Tables 1-2 / Figure 3 at the paper's h = 5 (settings.main), every row
+    assert all("method.params.window=5" in ov for _, ov in t1)
     # every planned run composes with the real configs
     from scripts.runs import compose
 
@@ -200,3 +224,54 @@ def test_builders_read_a_real_scripted_auq_run(tmp_path, monkeypatch):
     assert dual["status"] == "ok" and dual["last_t_ece"] == pytest.approx(0.05)   # C = 0.95, both won
     _, data = auq_tables.figure3(RunIndex.scan(tmp_path / "results", "t"), exp, "scripted", tmp_path / "out")
     assert data["auq_dual"]["success"] == 2 and data["system2"]["success"]["mean_delta"] == pytest.approx(0.45)
+
+
+AUQ_PARAMS = {"variant": "dual", "memory_expansion": True, "n_paths": 3, "max_refinements": 3, "temperature": 0.7}
+
+
+def test_protocol_lines_t_ece_conventions_and_the_webshop_tagger(tmp_path, monkeypatch):
+    """Each table's and figure's protocol line is generated from what its runs recorded (config.yaml,
+    predictions), against auq_main.yaml's paper settings for it; T-ECE shows the other bin convention where it
+    differs (C on the 0.05 grid: 0.85 failed, 0.9 won: 0.475 left-closed, 0.375 right-closed); every WebShop cell
+    scored without the original's spaCy tagger is footnoted with the measured disagreement."""
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "nodata"))
+    root = tmp_path / "results"
+    two = lambda **kw: [pred("p0", True, [0.9], **kw), pred("p1", False, [0.85], **kw)]   # noqa: E731
+    write_run(root, "auq", "alfworld", "react", two(), params={"window": None})            # not the paper's h=5
+    write_run(root, "auq", "alfworld", "auq_dual", two(), params={"window": 5, **AUQ_PARAMS})
+    write_run(root, "auq", "webshop", "auq_dual", two(tagger="fallback:content-words-v1"),
+              params={"window": 5, **AUQ_PARAMS})
+    write_run(root, "auq-window-h1", "alfworld", "auq_dual-noexp", two(),
+              params={"window": 1, **AUQ_PARAMS, "memory_expansion": False})
+    write_run(root, "auq-window-h1", "alfworld", "react", two(), params={"window": 1})
+    exp = load_experiment("auq_main")
+    d = auq_tables.write_all(root, "local", exp)["data"]["local"]
+    t1 = {(r["benchmark"], r["method"]): r for r in d["table1"]}
+    dual = t1[("alfworld", "auq_dual")]
+    assert dual["last_t_ece"] == pytest.approx(0.475) and dual["last_t_ece_other"] == pytest.approx(0.375)
+    assert dual["t_ece_convention"] == "left_closed"
+    md1 = (root / "auq-report" / "table1-local.md").read_text()
+    assert "| 0.475 (right-closed 0.375) |" in md1 and "left-closed [m/M, (m+1)/M), the last closed at 1" in md1
+    line = next(x for x in md1.splitlines() if "Protocol (recorded by the runs" in x and "ALFWorld:" in x)
+    assert "window h full/5 ≠ paper 5" in line and "step cap 8 ≠ paper 50" in line
+    assert "τ 0.85 = paper" in line and "memory expansion on = paper" in line and "backbone local ≠ paper GPT-4o" in line
+    # the WebShop cells: footnoted with the tagger the runs recorded and the measured disagreement
+    ws = t1[("webshop", "auq_dual")]
+    assert "noun tagger fallback:content-words-v1 (recorded by the runs)" in ws["footnotes"] and "~20%" in ws["footnotes"]
+    assert "not the original's" not in dual["footnotes"]
+    md2 = (root / "auq-report" / "table2-local.md").read_text()
+    assert "n=2<sup>" in md2.split("Dual-Process (AUQ)")[1].split("\n")[0]
+    assert "noun tagger fallback:content-words-v1 ≠ the original's spacy:en_core_web_lg" in md2
+    # the convention is the option: right-closed as the default flips which value is shown beside
+    exp2 = copy.deepcopy(exp)
+    exp2["t_ece"]["convention"] = "right_closed"
+    t1b, recs = auq_tables.build_table1(RunIndex.scan(root, "auq"), exp2, "local")
+    r = next(x for x in recs if x["method"] == "auq_dual" and x["benchmark"] == "alfworld")
+    assert r["last_t_ece"] == pytest.approx(0.375) and r["last_t_ece_other"] == pytest.approx(0.475)
+    assert "0.375 (left-closed 0.475)" in t1b[0].to_markdown()
+    # Figure 4's line: its arms' runs, against the paper's Figure 4 settings (no expansion)
+    f4 = d["figures"]["figure4"]["protocol"]
+    assert "window h 1 (points of the paper's full/10/5/3/1)" in f4
+    assert "memory expansion off = paper" in f4
+    figmd = (root / "auq-report" / "figures-local.md").read_text()
+    assert "**figure4**: Protocol (recorded by the runs, against the paper's fig4 settings" in figmd
