@@ -90,7 +90,8 @@ class Agent:
                 return self.paths(off % 3, off // 3)
             return self.system1
         if text.startswith("You are a researcher"):
-            return "notes " + " ".join(re.findall(r"^\[(d\d)\]", text, re.M))
+            question = re.search(r"Research question: (.*)", text).group(1)
+            return "notes " + " ".join(re.findall(r"^\[(d\d)\]", text, re.M)) + " on " + question
         assert text.startswith("You are the analyst")
         return "# Report\n" + text[-200:]
 
