@@ -177,6 +177,12 @@ reproduce-auq: $(AUQ_DEPS)
 	$(PY) -m scripts.auq_tables run what=all backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 auq-figures: install
 	$(PY) -m scripts.auq_tables build $(ARGS)
+# AUQ Table 3 / Figure 2 (DeepResearch Bench, RACE; scripts/auq_deepresearch.py): needs the reference articles
+# (`make data`, internet), a judge (JUDGE=<backbone config>) and an evidence source (ARGS=corpus=<jsonl>), else
+# the problems are refused (ARGS=evidence=closed_book runs them, labelled closed-book).
+.PHONY: reproduce-auq-table3
+reproduce-auq-table3: $(AUQ_DEPS)
+	$(PY) -m scripts.auq_deepresearch run what=all backbone=$(BACKBONE) $(if $(JUDGE),judge=$(JUDGE)) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 
 # ---- DynaGraph (arXiv 2605.29511): Tables 1/2 (scripts/dynagraph_tables.py, scripts/experiments/dynagraph_*.yaml),
 # the memory bench, and the planner's critic-guided DPO data (dynagraph/README.md). FinQA cells need `make data`
