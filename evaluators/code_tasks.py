@@ -23,6 +23,13 @@ shows, keyed by task id (never by function name: 8 MBPP names repeat across prob
   ``Problem.fields["public_tests_dropped"]`` and in every score's details. ``check`` stays hidden.
 
 ``hidden_fields`` (interface 7) withholds the scored tests from the method's view of a problem.
+
+A *model maker's protocol* (``configs/benchmark/humaneval_evalplus.yaml``: Qwen2.5-Coder's EvalPlus
+chat evaluation, docs/reference-scores.md) changes three things, each a named option whose default is
+the protocol above: ``prompt_strip`` (the task text is ``prompt.strip()``), ``extraction``
+(``evalplus_chat``: the reply, which continues a prefilled code fence, up to its first fence, then
+EvalPlus-style sanitizing) and ``solution_program`` (``completion``: the solution runs alone, as
+EvalPlus runs a chat model's sample file, not appended to the prompt).
 """
 from __future__ import annotations
 
@@ -34,7 +41,7 @@ from typing import Any, Hashable
 from evaluators import extract as ex
 from evaluators.base import Benchmark
 from evaluators.data import data_dir, read_jsonl
-from evaluators.sandbox import SandboxFailure, humaneval_program, mbpp_program, run_program_async
+from evaluators.sandbox import Program, SandboxFailure, humaneval_program, mbpp_program, run_program_async
 from harness.types import Problem, Score
 
 
@@ -67,6 +74,11 @@ class CodeBenchmark(Benchmark):
         return problem.fields["entry_point"]
 
     def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
+        rule = self.cfg.get("extraction") or "fences"
+        if rule == "evalplus_chat":
+            return evalplus_chat_code(text or "", self.entry_point(problem)), rule
+        if rule != "fences":
+            raise ValueError(f"benchmark {self.name}: unknown extraction {rule!r} (fences | evalplus_chat)")
         return ex.extract_code(text or "", self.entry_point(problem))
 
     def answer_key(self, extracted: Any) -> Hashable | None:
@@ -165,13 +177,79 @@ class HumanEval(CodeBenchmark):
         return kept, dropped
 
     def render(self, problem: Problem) -> str:
-        return problem.fields["prompt"]
+        prompt = problem.fields["prompt"]
+        return prompt.strip() if self.cfg.get("prompt_strip") else prompt  # Qwen's generate.py strips it
 
     def program(self, code: str, problem: Problem, tests: list[str] | None = None) -> str:
         f = problem.fields
         if tests is None:
-            return humaneval_program(f["prompt"], code, f["test"], f["entry_point"])
+            full = humaneval_program(f["prompt"], code, f["test"], f["entry_point"])
+            mode = self.cfg.get("solution_program") or "prompt_plus_completion"
+            if mode == "completion":  # EvalPlus runs a chat sample alone; the prompt stays the trusted prelude
+                return Program(f"{code}\n{full.test}", prelude=full.prelude, solution=code, test=full.test,
+                               entry_points=full.entry_points)
+            if mode != "prompt_plus_completion":
+                raise ValueError(f"benchmark {self.name}: unknown solution_program {mode!r} "
+                                 "(prompt_plus_completion | completion)")
+            return full
         return mbpp_program(f["prompt"] + "\n" + code, "[]", tests)
+
+
+def evalplus_chat_code(reply: str, entry_point: str) -> str:
+    """The program in a reply that continues a prefilled ```` ```python ```` fence, as Qwen's EvalPlus run takes it.
+
+    ``generate.py`` keeps the text before the first fence (``impl.split("```")[0]``); ``evalplus.sanitize``
+    then keeps the longest span of lines that parses and, of it, the imports and the definitions
+    (functions, classes, assigned names) the entry point reaches; the rest (example calls, prints) goes.
+    """
+    code = reply.split("```")[0]
+    tree = _longest_parsing_span(code)
+    if tree is None:
+        return code
+    defs: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        for name in _defined_names(node):
+            defs.setdefault(name, node)
+    reach, todo = set(), [entry_point]
+    while todo:
+        name = todo.pop()
+        if name in reach or name not in defs:
+            continue
+        reach.add(name)
+        todo.extend(n.id for n in ast.walk(defs[name]) if isinstance(n, ast.Name))
+    keep = [node for node in tree.body if isinstance(node, (ast.Import, ast.ImportFrom))
+            or any(name in reach for name in _defined_names(node))]
+    return "\n".join(ast.unparse(node) for node in keep) + "\n" if keep else ""
+
+
+def _defined_names(node: ast.stmt) -> list[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return [node.name]
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        return [t.id for t in targets if isinstance(t, ast.Name)]
+    return []
+
+
+def _longest_parsing_span(code: str) -> ast.Module | None:
+    """The whole code parsed, else the longest run of its lines that parses (EvalPlus' code_extract)."""
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+    lines = code.split("\n")
+    best: tuple[int, ast.Module] | None = None
+    for i in range(len(lines)):
+        for j in range(len(lines), i, -1):
+            if best is not None and j - i <= best[0]:
+                break
+            try:
+                tree = ast.parse("\n".join(lines[i:j]))
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                continue
+            best = (j - i, tree)
+            break
+    return best[1] if best else None
 
 
 def _failing(cfg: dict[str, Any], task: str) -> dict[int, str]:
