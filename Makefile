@@ -128,7 +128,7 @@ LOGGER   ?= none
 ARGS     ?=
 BACKBONE_DEPS = $(if $(filter local local-1.5b,$(BACKBONE)),install-local,install) install-embed
 
-.PHONY: reproduce-table1 ablation sweeps cross-model efficiency figures cost-estimate install-sweeps
+.PHONY: reproduce-table1 ablation sweeps cross-model efficiency figures cost-estimate install-sweeps reference-scores
 
 # the launchers (joblib, submitit, Ray: docs/cluster.md); tests/test_launchers.py runs them. Network bounded
 # (--timeout/--retries); ray's wheel is ~70 MB, once.
@@ -159,6 +159,11 @@ figures: install
 
 cost-estimate: install data
 	$(PY) -m scripts.estimate_cost measured=$(BACKBONE) target=gpt-4o-mini
+
+# Reference scores (issue 23, docs/reference-scores.md): the backbone's published single-model numbers beside our
+# 95% intervals; BACKBONE=gpt-4o-mini asks before spending (ARGS=yes=true for non-interactive use).
+reference-scores: $(BACKBONE_DEPS) data
+	$(PY) -m scripts.reference_scores backbone=$(BACKBONE) $(ARGS)
 
 # ---- AUQ (arXiv 2601.15703): tables and figures (scripts/auq_tables.py, scripts/experiments/auq_main.yaml) ----
 # SIZE: smoke | embedded (default on local) | paper; WebShop cells need `make data` with internet.
