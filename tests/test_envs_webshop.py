@@ -2,6 +2,7 @@
 hand-made fixture in the real file format (tests/fixtures/webshop; never WebShop numbers)."""
 from __future__ import annotations
 
+import json
 import random
 import shutil
 from pathlib import Path
@@ -319,10 +320,11 @@ def test_noun_tagger_choice_is_recorded():
     from envs.webshop.reward import noun_tagger
 
     assert noun_tagger("fallback")[1] == "fallback:content-words-v1"
-    has_model = importlib.util.find_spec("en_core_web_sm") is not None
-    assert noun_tagger("auto")[1].startswith("spacy:en_core_web_sm" if has_model else "fallback:")
-    if not has_model:
-        with pytest.raises(RuntimeError, match="noun_tagger=fallback"):
+    # the original's model: goal.py loads en_core_web_lg (not en_core_web_sm)
+    has_model = importlib.util.find_spec("en_core_web_lg") is not None
+    assert noun_tagger("auto")[1].startswith("spacy:en_core_web_lg-" if has_model else "fallback:")
+    if not has_model:   # spacy asks for the original's model, by name
+        with pytest.raises(RuntimeError, match="en_core_web_lg model .*noun_tagger=fallback"):
             noun_tagger("spacy")
     with pytest.raises(ValueError):
         noun_tagger("nltk")
@@ -370,3 +372,56 @@ def test_react_rendering_reproduces_the_react_prompt_pages():
         "dollars"), search=True, results_shown=3)
     assert _lines(start)[1:] == ["Instruction:", "i would like a 3 ounce bottle of bright citrus deodorant for "
                                  "sensitive skin, and price lower than 50.00 dollars", "[Search]"]
+
+
+def test_every_scored_webshop_problem_records_its_noun_tagger(tmp_path):
+    """Through the runner on the fixture: a problem that buys and one that never buys both record the tagger
+    in score_details (the AUQ tables footnote WebShop cells from it), and the scorer uses the same one."""
+    import re
+
+    import yaml
+
+    from tests.conftest import make_spec, run
+    from tests.doubles import ScriptedBackbone
+    from tests.test_envs_runner import CONFIGS
+
+    cfg = yaml.safe_load((CONFIGS / "webshop.yaml").read_text())
+    cfg.update(name="webshop-fixture", allow_unverified_data=True,
+               files={"products": str(FIX / "items_shuffle_1000.json"),
+                      "attributes": str(FIX / "items_ins_v2_1000.json"), "human": str(FIX / "items_human_ins.json")})
+    cfg["env"] = {**cfg["env"], "process": False, "max_steps": 5}
+
+    def script(messages, sampling):
+        text = messages[-1]["content"]
+        offered = re.findall(r"'([^']+)'", text.split("Your admissible actions of the current situation are:")[-1]
+                             .split("\n")[0])
+        if any(a.startswith("search[") for a in offered):
+            q = " ".join(re.search(r"Your task is to: (.+)", text).group(1).split()[2:6])
+            return f"<think>t</think><action>search[ {q} ]</action>"
+        buy = [a for a in offered if a.lower() == "click[buy now]"] or \
+            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.I)] or offered
+        return f"<think>t</think><action>{buy[0]}</action>"
+
+    def never_buys(messages, sampling):
+        return "<think>t</think><action>click[< prev]</action>"
+
+    for name, fn in (("buys", script), ("never", never_buys)):
+        spec = make_spec(tmp_path / name, {"name": "react", "solver": "baselines.react:react",
+                                           "params": {"few_shot": 0, "style": "auq"}})
+        spec.benchmark_cfg.clear()
+        spec.benchmark_cfg.update({**cfg, "limit": 1})
+        run(spec, ScriptedBackbone(fn))
+        preds = [json.loads(x) for x in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
+        assert preds and all(p["status"] == "ok" for p in preds)
+        for p in preds:
+            assert p["score_details"]["noun_tagger"] == noun_tagger_name(), (name, p["score_details"])
+        if name == "buys":
+            assert preds[0]["score_details"]["purchased"] is not None
+        else:
+            assert preds[0]["score_details"]["purchased"] is None
+
+
+def noun_tagger_name():
+    from envs.webshop.reward import noun_tagger
+
+    return noun_tagger("auto")[1]

@@ -111,15 +111,25 @@ class WebShop(Benchmark):
         bought = [r for r in last.trajectory if r.get("event") == "step" and "purchased" in (r.get("info") or {})]
         details: dict[str, Any] = {"rule": "environment", "episode": last.index, "steps": last.steps,
                                    "done": last.done, "truncated": last.truncated, "episodes": len(episodes)}
-        if not bought:
-            return Score(0.0, None, {**details, "reward": 0.0, "success": False, "purchased": None})
+        if not bought:   # the tagger is recorded on every scored problem: the tables read it from each run
+            return Score(0.0, None, {**details, "reward": 0.0, "success": False, "purchased": None,
+                                     "noun_tagger": self.tagger()[1]})
         info = bought[-1]["info"]
         reward = float(info["reward"])
         parts = self._recompute(problem, info["purchased"], reward)
+        if info.get("noun_tagger") != self.tagger()[1]:
+            raise RuntimeError(f"WebShop {problem.id}: the environment tagged nouns with {info.get('noun_tagger')}, "
+                               f"the scorer with {self.tagger()[1]}")
         value = float(reward == 1.0) if self.cfg.get("score", "success") == "success" else reward
         return Score(value, info["purchased"]["asin"], {**details, "reward": reward, "success": reward == 1.0,
                                                         "purchased": info["purchased"], "reward_parts": parts,
                                                         "noun_tagger": info.get("noun_tagger")})
+
+    def tagger(self) -> tuple[Any, str]:
+        """(noun tagger, recorded name) of ``noun_tagger`` (envs/webshop/reward.py), resolved once."""
+        if self._nouns is None:
+            self._nouns = noun_tagger(self.cfg.get("noun_tagger", "auto"))
+        return self._nouns
 
     def _recompute(self, problem: Problem, purchased: dict[str, Any], reported: float) -> dict[str, Any]:
         if self._catalog is None:
@@ -127,11 +137,9 @@ class WebShop(Benchmark):
             products, prices, _ = catalog.build(files["products"], files["attributes"], files["human"],
                                                 int(self.cfg["price_seed"]))
             self._catalog = ({p["asin"]: p for p in products}, prices)
-        if self._nouns is None:
-            self._nouns = noun_tagger(self.cfg.get("noun_tagger", "auto"))[0]
         by_asin, prices = self._catalog
         reward, parts = purchase_reward(by_asin[purchased["asin"]], problem.gold, prices[purchased["asin"]],
-                                        purchased["options"], self._nouns)
+                                        purchased["options"], self.tagger()[0])
         if abs(reward - reported) > 1e-9:
             raise RuntimeError(f"WebShop {problem.id}: the environment reported reward {reported}, the scorer "
                                f"recomputes {reward}")

@@ -11,10 +11,12 @@
   noun overlap of the names (share of the goal name's nouns also in the product name) is > 0.2; else 0.5;
   0.1 when the overlap is < 0.1; 0.0 when it is 0. No noun in the goal name counts as overlap 0.2.
 
-Nouns are spaCy ``en_core_web_sm``'s NOUN/PROPN tags, as the original. That model is not on PyPI, so when it
-is absent (``noun_tagger: auto``) a recorded fallback tags every content word (not a function word, not a
-number) as a noun: :func:`fallback_nouns`. The two agree whenever the product bought is the goal's own
-product (overlap 1 either way); they can differ on r_type for other products.
+Nouns are spaCy ``en_core_web_lg``'s NOUN/PROPN tags, as the original (goal.py loads ``en_core_web_lg``; its
+setup also fetches ``en_core_web_sm``, which the search engine's tools use). That model is not in the package
+registry this project installs from, so when it is absent (``noun_tagger: auto``) a recorded fallback tags every
+content word (not a function word, not a number) as a noun: :func:`fallback_nouns`. The two agree whenever the
+product bought is the goal's own product (overlap 1 either way); on other products the fallback changes r_type
+in ~20% of cases (issue 21's measurement), so the tables footnote every WebShop cell scored with it.
 """
 from __future__ import annotations
 
@@ -59,30 +61,35 @@ def fallback_nouns(text: str) -> list[str]:
     return [w for w in words if w and w not in FUNCTION_WORDS and not re.fullmatch(r"[\d.,\-]+", w)]
 
 
+SPACY_MODEL = "en_core_web_lg"   # web_agent_site/engine/goal.py: spacy.load("en_core_web_lg")
+FALLBACK_NAME = "fallback:content-words-v1"
+
+
 def noun_tagger(kind: str = "auto") -> tuple[Callable[[str], list[str]], str]:
-    """(tagger, recorded name). ``auto``: spaCy's en_core_web_sm when installed, else the fallback."""
+    """(tagger, recorded name). ``auto``: spaCy's en_core_web_lg (the original's) when installed, else the
+    fallback; ``spacy``: the model or an error; ``fallback``: the fallback."""
     if kind not in ("auto", "spacy", "fallback"):
         raise ValueError(f"webshop noun_tagger={kind!r}: choose auto, spacy or fallback")
     if kind == "auto":
         import importlib.util
 
-        if importlib.util.find_spec("en_core_web_sm") is None:  # no model: skip spaCy's slow import
-            return fallback_nouns, "fallback:content-words-v1"
+        if importlib.util.find_spec(SPACY_MODEL) is None:  # no model: skip spaCy's slow import
+            return fallback_nouns, FALLBACK_NAME
     if kind in ("auto", "spacy"):
         try:
             import spacy
 
-            nlp = spacy.load("en_core_web_sm")
+            nlp = spacy.load(SPACY_MODEL)
         except Exception as exc:  # noqa: BLE001 - absent package or model
             if kind == "spacy":
-                raise RuntimeError(f"webshop noun_tagger=spacy needs spaCy and its en_core_web_sm model ({exc}); "
+                raise RuntimeError(f"webshop noun_tagger=spacy needs spaCy and its {SPACY_MODEL} model ({exc}); "
                                    "use noun_tagger=fallback or install them") from exc
         else:
             def spacy_nouns(text: str) -> list[str]:
                 return [t.text.lower() for t in nlp(text) if t.pos_ in ("PNOUN", "NOUN", "PROPN")]
 
-            return spacy_nouns, f"spacy:en_core_web_sm-{nlp.meta.get('version', '?')}"
-    return fallback_nouns, "fallback:content-words-v1"
+            return spacy_nouns, f"spacy:{SPACY_MODEL}-{nlp.meta.get('version', '?')}"
+    return fallback_nouns, FALLBACK_NAME
 
 
 def type_reward(product: dict[str, Any], goal: dict[str, Any], nouns: Callable[[str], list[str]]) -> dict[str, Any]:
