@@ -222,6 +222,10 @@ def test_builders_read_a_real_scripted_auq_run(tmp_path, monkeypatch):
     t1, recs = auq_tables.build_table1(RunIndex.scan(tmp_path / "results", "t"), exp, "scripted")
     dual = next(r for r in recs if r["method"] == "auq_dual")
     assert dual["status"] == "ok" and dual["last_t_ece"] == pytest.approx(0.05)   # C = 0.95, both won
+    # the protocol line reads what the real runner recorded (config.yaml, meta.json, calls.jsonl)
+    line = next(n for n in t1[0].notes if n.startswith("Protocol (recorded by the runs"))
+    assert "backbone scripted-model ≠ paper GPT-4o" in line and "split test" in line and "n 2 of 2" in line
+    assert "τ 0.85 = paper" in line and "window h not recorded ≠ paper 5" in line   # make_spec gives no window
     _, data = auq_tables.figure3(RunIndex.scan(tmp_path / "results", "t"), exp, "scripted", tmp_path / "out")
     assert data["auq_dual"]["success"] == 2 and data["system2"]["success"]["mean_delta"] == pytest.approx(0.45)
 
