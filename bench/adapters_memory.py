@@ -124,7 +124,7 @@ async def _concurrent(url: str, k: int, max_tokens: int) -> dict[str, Any]:
 def server_settings(args: argparse.Namespace, note: str = "") -> tuple[int, int, int, tuple[float, ...], Path]:
     """(parallel, n_ctx, threads, load average, base GGUF) from ``configs/backbone/local.yaml`` unless
     ``--parallel``/``--n-ctx`` say otherwise; prints the machine line every memory bench starts with."""
-    from tests.conftest import compose  # the shipped local config, resolved as a run would
+    from harness.compose import compose  # the shipped local config, resolved as a run would
 
     server_cfg = compose(["backbone=local"])["backbone"]["server"]
     parallel = args.parallel or int(server_cfg["parallel"])

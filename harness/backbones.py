@@ -6,6 +6,8 @@ Kinds:
   (``server.impl``: ``llama-server``, llama.cpp's C++ server with parallel slots and per-request LoRA,
   or ``python``, llama-cpp-python's one-request-at-a-time server)
 - ``vllm-inprocess``: ``vllm.LLM`` in this process (GPU users)
+- ``peft``: transformers + peft in this process (a base and its LoRA adapters)
+- ``scripted``: no model, replies from a script (:mod:`harness.scripted`): dry runs and cost estimates
 
 Any kind may carry ``adapters: {name: {path, scale}}`` (see :mod:`harness.adapters`): the embedded
 server loads GGUF LoRA files at start; an ``openai`` backbone pointed at ``vllm serve --enable-lora
@@ -22,7 +24,7 @@ from harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatib
 from harness.ledger import Price
 from harness.rate_limit import parse_rate_limit
 
-KINDS = ("openai", "embedded", "vllm-inprocess", "peft")
+KINDS = ("openai", "embedded", "vllm-inprocess", "peft", "scripted")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
@@ -58,6 +60,9 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
     if kind == "peft":  # transformers + peft in this process (harness/embedded/peft.py; extra `train`)
         from harness.embedded.peft import build_peft_backbone
         return await build_peft_backbone(cfg, **common)
+    if kind == "scripted":  # no model: replies from a script (harness/scripted.py), for dry runs and estimates
+        from harness.scripted import build_scripted_backbone
+        return build_scripted_backbone(cfg, **common)
     raise BackboneError(f"backbone '{name}': kind={kind!r} is not one of {KINDS}; fix configs/backbone/{name}.yaml")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from evaluators.base import Benchmark
+from harness.compose import compose  # noqa: F401 - the tests import it from here
 from harness.runner import RunSpec, Runner
 from harness.types import Problem, Score
 
@@ -74,18 +75,6 @@ def run(spec: RunSpec, backbone: Any) -> dict[str, Any]:
     import asyncio
 
     return asyncio.run(Runner(spec, backbone=backbone).run())
-
-
-def compose(overrides: list[str]) -> dict[str, Any]:
-    """The resolved Hydra config for ``overrides`` (as on the command line)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    config_dir = str(Path(__file__).resolve().parents[1] / "configs")
-    with initialize_config_dir(config_dir=config_dir, version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
 _SERVERS: list[Any] = []  # the test session's embedded-server pool (see the fixture below)

@@ -170,3 +170,53 @@ def test_a_scorer_crash_is_an_error_not_a_zero(tmp_path, tiny_data):
     bad = [p for p in preds if p["id"] == "p1"][0]
     assert bad["status"] == "error" and "ScoringError" in bad["error"] and "scorer bug" in bad["error"]
     assert metrics["n"] == 2 and metrics["n_errors"] == 1 and metrics["complete"] is False
+
+
+def shifted_arithmetic(offset: int = 0):
+    """A script factory for ``backbone.script``: the right sum plus ``offset``."""
+    def script(messages, sampling):
+        i = int(re.search(r"What is (\d+)\+", messages[-1]["content"]).group(1))
+        return f"ANSWER: {2 * i + offset}"
+    return script
+
+
+def scripted_spec(tmp_path, overrides):
+    """The tiny benchmark on ``configs/backbone/scripted.yaml`` as ``backbone=scripted`` resolves it."""
+    from harness.compose import compose
+
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=3)
+    spec.backbone_cfg.clear()
+    spec.backbone_cfg.update(compose(["backbone=scripted", *overrides])["backbone"])
+    spec.full_config["backbone"] = spec.backbone_cfg
+    return spec
+
+
+def test_backbone_scripted_is_built_from_its_config(tmp_path, tiny_data):
+    # backbone=scripted: no double passed in, the runner builds it (harness.backbones kind scripted)
+    import asyncio
+
+    from harness.runner import Runner
+
+    spec = scripted_spec(tmp_path, ["backbone.reply=ANSWER: 2"])
+    metrics = asyncio.run(Runner(spec).run())
+    preds, calls, _ = load(spec)
+    assert metrics["complete"] and metrics["n"] == 3 and len(calls) == 3
+    assert {p["id"]: p["score"] for p in preds} == {"p0": 0.0, "p1": 1.0, "p2": 0.0}
+    meta = json.loads((spec.out_dir / "meta.json").read_text())
+    assert meta["roles"]["default"]["model"] == {"kind": "scripted", "model": "scripted-model", "reply": "ANSWER: 2"}
+
+    spec = scripted_spec(tmp_path / "factory", ["backbone.script=tests.test_runner:shifted_arithmetic",
+                                                "+backbone.script_args.offset=0"])
+    metrics = asyncio.run(Runner(spec).run())
+    assert metrics["complete"] and metrics["score"] == 1.0
+
+
+def test_backbone_scripted_refuses_a_script_it_cannot_load(tmp_path, tiny_data):
+    import asyncio
+
+    from harness.backbone import BackboneError
+    from harness.runner import Runner
+
+    spec = scripted_spec(tmp_path, ["backbone.script=tests.test_runner:no_such_script"])
+    with pytest.raises(BackboneError, match="no_such_script"):
+        asyncio.run(Runner(spec).run())

@@ -1,4 +1,5 @@
-"""Estimated paper-protocol search + test cost of a searched method, from calls counted with the scripted double.
+"""Estimated paper-protocol search + test cost of a searched method, from calls counted with the scripted backbone
+(harness/scripted.py).
 
     python -m baselines.autoflow.estimate method=aflow|adas|judgeflow benchmark=gsm8k [optimizer_price=3,15]
         [executor_price=0.15,0.6]
@@ -105,8 +106,8 @@ def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int
     from baselines.autoflow.search import run_search, search_dir
     from harness.benchmark import build_benchmark
     from harness.runner import spec_from_config
-    from tests.doubles import ScriptedBackbone
-    from scripts.runs import compose
+    from harness.compose import compose
+    from harness.scripted import ScriptedBackbone
 
     tmp = Path(tempfile.mkdtemp(prefix="autoflow-estimate-"))
     cfg = compose([*overrides, f"results_root={tmp}", "cache.mode=off", "runner.progress=false"])

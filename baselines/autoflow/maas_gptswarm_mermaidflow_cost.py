@@ -92,8 +92,8 @@ def estimate(method: str, benchmark: str, *, reply_words: int = 215, optimizer_w
     from harness.benchmark import build_benchmark
     from harness.results import read_jsonl_tolerant
     from harness.runner import spec_from_config
-    from scripts.runs import compose
-    from tests.doubles import ScriptedBackbone
+    from harness.compose import compose
+    from harness.scripted import ScriptedBackbone
 
     tmp = Path(tempfile.mkdtemp(prefix="flowgraph-estimate-"))
     cfg = compose([f"method={method}", f"benchmark={benchmark}", *TINY[method], f"results_root={tmp}",
