@@ -15,6 +15,8 @@ from typing import Any, Callable
 
 import yaml
 
+from harness.compose import compose
+
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
 EXPERIMENTS = Path(__file__).resolve().parent / "experiments"
@@ -68,19 +70,6 @@ def logger_override(logger: str | None) -> list[str]:
     if not logger or logger == "none":
         return []
     return [f"logger={logger}" if root_defaults_have("logger") else f"+logger={logger}"]
-
-
-def compose(overrides: list[str]) -> dict[str, Any]:
-    """The resolved root config for ``overrides`` (exactly as ``python -m harness.run`` would see them)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from omegaconf import OmegaConf
-
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONFIGS), version_base="1.3"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
 def parse_args(argv: list[str], known: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
