@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,21 +55,22 @@ def protocol_record(root: Path, exp: dict[str, Any], backbone: str) -> dict[str,
     return json.loads(p.read_text(encoding="utf-8")) if p.exists() else {}
 
 
+def method_deviations(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
+    """The method's deviations as its runs recorded them (interface 9), else as its yaml states them."""
+    recorded = [d for d in (a.deviations() for a in aggs.values() if a.runs) if d is not None]
+    if recorded:
+        return [d for ds in recorded for d in ds]
+    return list(((method_config(row["method"]) or {}).get("deviations")) or [])
+
+
 def row_deviations(row: dict[str, Any], aggs: dict[str, Agg], proto: dict[str, Any]) -> list[str]:
     """Footnote texts of one row: recorded method deviations (interface 9), the row's own, the protocol's
     reduced settings for this method."""
     out: list[str] = []
-    recorded = [a.deviations() for a in aggs.values() if a.runs]
-    recorded = [d for d in recorded if d is not None]
-    if recorded:
-        devs = [d for ds in recorded for d in ds]
-    else:
-        devs = list(((method_config(row["method"]) or {}).get("deviations")) or [])
-    for d in [*devs, *(row.get("deviations") or [])]:
+    for d in [*method_deviations(row, aggs), *(row.get("deviations") or [])]:
         if str(d) not in out:
             out.append(str(d))
-    settings = proto.get("settings") or {}
-    mo = (settings.get("method_overrides") or {}).get(row["method"])
+    mo = ((proto.get("settings") or {}).get("method_overrides") or {}).get(row["method"])
     if row.get("searched"):  # a searched row ran the artifacts its cells name: their own record says how
         out.extend(n for n in searched_notes(row, aggs) if n not in out)
     elif mo and any(a.runs for a in aggs.values()):
@@ -143,13 +145,9 @@ def significance_marks(column: list[Agg | None], alpha: float) -> dict[int, str]
 
 # ---- the protocol line under each ↳ paper row ------------------------------------------------------------
 
-def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[str]]:
-    """(one benchmark's protocol text, what in it changes the metric's definition) from the cell's runs:
-    scorer rule (config.yaml benchmark keys) and judge, split and n of N (meta.json), seeds, against the paper's."""
-    pb = (pp.get("benchmarks") or {}).get(b) or {}
-    runs = list(a.runs) if a else []
-    if not runs:
-        return f"not run; paper: {pb.get('scorer', 'scorer not stated')}, {pb.get('split', 'split not stated')}", []
+def scorer_protocol(runs: list[Any], pb: dict[str, Any]) -> tuple[str, list[str]]:
+    """(the scorer part of a cell's protocol text, what in it redefines the metric): every scorer key the paper's
+    rule names as the runs recorded it (config.yaml ``benchmark``), and the judge that scored them, if any."""
     redefined: list[str] = []
     keys = []
     for k, want in (pb.get("rule") or {}).items():
@@ -161,21 +159,37 @@ def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[
     judges = sorted({j for j in map(judge_of, runs) if j})
     if judges:
         redefined.append("judge-scored")
-    scorer = (f"scorer {', '.join(keys) or 'not recorded'}" + (f", judge {'/'.join(judges)}" if judges else "")
-              + f" (paper: {pb.get('scorer', 'not stated')}{'' if judges else ', no judge'})")
-    sizes = sorted({split_of(r) for r in runs}, key=str)
-    split_txt = ", ".join(f"split {s} n={n}" + (f" of {t}" if t else "") for s, n, t in sizes)
+    return (f"scorer {', '.join(keys) or 'not recorded'}" + (f", judge {'/'.join(judges)}" if judges else "")
+            + f" (paper: {pb.get('scorer', 'not stated')}{'' if judges else ', no judge'})"), redefined
+
+
+def split_protocol(a: Agg, pb: dict[str, Any], pp: dict[str, Any]) -> tuple[str, list[str]]:
+    """(the problems part of a cell's protocol text, ["split"] when they are not the paper's population): split
+    and n of N (meta.json), the share of the paper's problems, the seeds."""
+    sizes = sorted({split_of(r) for r in a.runs}, key=str)
+    text = ", ".join(f"split {s} n={n}" + (f" of {t}" if t else "") for s, n, t in sizes)
+    redefined = []
     if any(s not in (pb.get("same_problems") or []) for s, _, _ in sizes):
         redefined.append("split")
-        split_txt += " (other problems than the paper's)"
+        text += " (other problems than the paper's)"
     paper_n = pb.get("n")
-    split_txt += f" vs paper {pb.get('split', 'not stated')}"
+    text += f" vs paper {pb.get('split', 'not stated')}"
     n = min(sel for _, sel, _ in sizes)
     if paper_n:
-        split_txt += f": {n} of the paper's {paper_n} problems ({100 * n / int(paper_n):.1f}%)"
+        text += f": {n} of the paper's {paper_n} problems ({100 * n / int(paper_n):.1f}%)"
     seeds = sorted({int(s) for s in a.seeds})
-    split_txt += f"; {compare('seeds', seeds, pp.get('seeds'))}"
-    return f"{scorer}; {split_txt}", redefined
+    return f"{text}; {compare('seeds', seeds, pp.get('seeds'))}", redefined
+
+
+def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[str]]:
+    """(one benchmark's protocol text, what in it changes the metric's definition) from the cell's runs:
+    scorer rule (config.yaml benchmark keys) and judge, split and n of N (meta.json), seeds, against the paper's."""
+    pb = (pp.get("benchmarks") or {}).get(b) or {}
+    if a is None or not a.runs:
+        return f"not run; paper: {pb.get('scorer', 'scorer not stated')}, {pb.get('split', 'split not stated')}", []
+    scorer, redefined = scorer_protocol(list(a.runs), pb)
+    split, other = split_protocol(a, pb, pp)
+    return f"{scorer}; {split}", redefined + other
 
 
 def row_protocol(label: str, aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
@@ -194,6 +208,27 @@ def row_protocol(label: str, aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
     return "↳ protocol: " + "; ".join(parts)
 
 
+def delta_text(ours: float | None, paper: float, redefined: list[str]) -> tuple[str, float | None]:
+    """(the ↳ Δ cell, the difference) of one cell against the paper's: withheld ("≠ measure (…)") where the recorded
+    scorer or problems are not the paper's, "—" where we have no number."""
+    if ours is not None and redefined:
+        return f"≠ measure ({', '.join(dict.fromkeys(redefined))})", None
+    diff = None if ours is None else ours - float(paper)
+    return (fmt(diff) if diff is None else ("+" if diff >= 0 else "") + fmt(diff)), diff
+
+
+def cell_record(records: list[dict[str, Any]], row: dict[str, Any], r: dict[str, Any], b: str, backbone: str,
+                wanted: bool) -> dict[str, Any] | None:
+    """The CSV record of one of the row's cells (``b`` may be "avg"), made "missing"/"not_run" when the table
+    wrote none and ``wanted``."""
+    rec = next((x for x in records if x["row"] == row["label"] and x["benchmark"] == b), None)
+    if rec is None and wanted:
+        rec = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
+               "status": "missing" if r["name"] is None else "not_run", "reason": r["reason"]}
+        records.append(rec)
+    return rec
+
+
 def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], benches: list[str],
                records: list[dict[str, Any]], backbone: str, pp: dict[str, Any]) -> list[list[Any]]:
     """The "↳ paper", "↳ Δ" and "↳ protocol" rows under a row the paper reports. A cell whose recorded scorer or
@@ -201,16 +236,11 @@ def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], ben
     pcells: list[Any] = ["↳ paper"]
     dcells: list[Any] = ["↳ Δ (ours − paper)"]
     protos = {b: cell_protocol(b, r["aggs"].get(b), pp) for b in benches}
-    redefined_any = [d for b in benches for d in protos[b][1]]
+    protos["avg"] = ("", [d for b in benches for d in protos[b][1]])   # Avg: redefined where any cell is
     rp = row_protocol(row["label"], r["aggs"], pp)
     for b in [*benches, "avg"]:
         p = pref.get(b)
-        ours = r["avg"] if b == "avg" else r["means"].get(b)
-        rec = next((x for x in records if x["row"] == row["label"] and x["benchmark"] == b), None)
-        if rec is None and (p is not None or b != "avg"):
-            rec = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
-                   "status": "missing" if r["name"] is None else "not_run", "reason": r["reason"]}
-            records.append(rec)
+        rec = cell_record(records, row, r, b, backbone, p is not None or b != "avg")
         if rec is not None:
             rec["row_protocol"] = rp
             if b != "avg":
@@ -221,12 +251,10 @@ def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], ben
             continue
         inferred = bool(p.get("inferred"))
         pcells.append(fmt(p["value"]) + ("†" if inferred else ""))
-        redefined = protos[b][1] if b != "avg" else redefined_any
-        diff = None if ours is None or redefined else ours - float(p["value"])
-        if ours is not None and redefined:
-            dcells.append(f"≠ measure ({', '.join(dict.fromkeys(redefined))})")
-        else:
-            dcells.append(fmt(diff) if diff is None else ("+" if diff >= 0 else "") + fmt(diff))
+        ours = r["avg"] if b == "avg" else r["means"].get(b)
+        redefined = protos[b][1]
+        text, diff = delta_text(ours, p["value"], redefined)
+        dcells.append(text)
         rec.update({"paper": p["value"], "paper_inferred": inferred,  # type: ignore[union-attr]
                     "diff": None if diff is None else round(diff, 4),
                     "diff_withheld": ", ".join(dict.fromkeys(redefined)) if ours is not None and redefined else None})
@@ -251,20 +279,32 @@ PROTOCOL_NOTE = ("↳ protocol: generated from what the cell's runs recorded (co
                  "problems or another backbone/temperature changes the experiment, not the measure, and keeps its Δ.")
 
 
-def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
-          seeds: list[int] | None = None, index: RunIndex | None = None) -> tuple[Table, list[dict[str, Any]]]:
-    exp = exp or load_experiment("table1")
-    alpha = float(exp.get("significance_alpha", 0.05))
-    root = Path(results_root)
-    index = index or RunIndex.scan(root, exp["experiment"])
-    benches: list[str] = exp["benchmarks"]
-    labels = exp.get("benchmark_labels", {})
-    ref = (exp.get("reference") or {}).get("rows", {})
-    ref_backbone = (exp.get("reference") or {}).get("backbone")
-    pp = (exp.get("reference") or {}).get("protocol") or {}
-    proto = protocol_record(root, exp, backbone)
+# ---- the table: numbers, then one row at a time, then the notes ------------------------------------------------
 
-    # 1) numbers
+@dataclass
+class Rendering:
+    """What one backbone's table collects while its rows are rendered: the CSV records, the numbered footnotes and
+    the facts its notes report (incomplete and missing cells, unisolated code, interval methods, cut answers)."""
+
+    root: Path
+    backbone: str
+    labels: dict[str, str]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    feet: Footnotes = field(default_factory=Footnotes)
+    incomplete: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    unisolated: list[str] = field(default_factory=list)   # cells whose runs executed untrusted code unisolated
+    ci_methods: set[str] = field(default_factory=set)
+    stop: list[int] = field(default_factory=lambda: [0, 0, 0])   # stop_fraction summed over the table's calls
+    any_inferred: bool = False
+
+    def label(self, b: str) -> str:
+        return self.labels.get(b, b)
+
+
+def body_rows(exp: dict[str, Any], index: RunIndex, backbone: str, seeds: list[int] | None) -> list[dict[str, Any]]:
+    """Per Table 1 row: its method folder, why it has no numbers, its cells (Agg per benchmark), means and Avg."""
+    benches: list[str] = exp["benchmarks"]
     body: list[dict[str, Any]] = []
     for row in exp["rows"]:
         name, reason = row_status(row)
@@ -276,144 +316,192 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         means = {b: aggs[b].mean for b in benches} if aggs else {b: None for b in benches}
         avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
         body.append({"row": row, "name": name, "reason": reason, "aggs": aggs, "means": means, "avg": avg})
+    return body
 
-    # 2) best (bold) and second best (underlined) per column, only where a paired test says so
-    marks = {b: significance_marks([r["aggs"].get(b) for r in body], alpha) for b in benches}
 
-    def styled(col: str, i: int, text: str) -> Cell:
-        m = marks.get(col, {}).get(i)
-        return Cell(text, bold=m == "bold", underline=m == "underline")
+def complete_record(a: Agg, rec: dict[str, Any], ren: Rendering) -> dict[str, Any]:
+    """The CSV record of a complete cell: its mean, interval and spread."""
+    ci = a.ci()
+    if ci:
+        ren.ci_methods.add(ci.method)
+    return {**rec, "status": "ok", "mean": round(a.mean, 4),  # type: ignore[arg-type]
+            "ci_low": None if ci is None else round(ci.low, 4),
+            "ci_high": None if ci is None else round(ci.high, 4),
+            "ci_method": None if ci is None else ci.method,
+            "std": None if a.std is None else round(a.std, 4)}
 
-    # 3) the table, with the paper's rows and our difference under each row the paper reports
-    columns = ["Method", *[labels.get(b, b) for b in benches], "Avg"]
-    table = Table(title=f"Table 1: {backbone} (score % [95% interval] n=problems; bold/underlined: significantly best/second)",
-                  columns=columns, label=f"tab:table1-{backbone}")
-    records: list[dict[str, Any]] = []
-    notes: list[str] = []
-    missing_notes: list[str] = []
-    incomplete_notes: list[str] = []
-    unisolated: list[str] = []  # cells whose runs executed untrusted code with sandbox.isolation=process
-    feet = Footnotes()
-    groups_seen: list[str] = []
-    any_inferred = False
-    ci_methods: set[str] = set()
-    stop_all = [0, 0, 0]
-    for ri, r in enumerate(body):
-        row, aggs = r["row"], r["aggs"]
-        if groups_seen and row.get("group") != groups_seen[-1]:
-            table.rules_after.add(len(table.rows) - 1)
-        groups_seen.append(row.get("group"))
-        # footnotes on rows with numbers only (a row of "—" deviates from nothing yet)
-        devs = row_deviations(row, aggs, proto) if any(a.runs for a in aggs.values()) else []
-        foot_csv = feet.numbered(devs) if devs else ""
-        shown = row_label(row, aggs)
-        cells: list[Any] = [Cell(shown, sup=feet.marks(devs)) if devs else shown]
-        for b in benches:
-            a = aggs.get(b)
-            base = {"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": b,
-                    "footnotes": foot_csv}
-            if a is None or not a.runs:
-                cells.append("—")
-                status = "missing" if r["name"] is None else "not_run"
-                records.append({**base, "status": status, "reason": r["reason"] or "not run yet"})
-                continue
-            if any(run.sandbox_isolation() == "process" for run in a.runs):
-                unisolated.append(f"{row['label']} / {labels.get(b, b)}")
-            stop = stop_fraction([c for run in a.runs for c in run.calls()])
-            stop_all = [x + y for x, y in zip(stop_all, stop)]
-            rec = {**base, "n_seeds": len(a.seeds), "seeds": " ".join(map(str, a.seeds)),
-                   "n_problems": a.n_problems, "answered": a.answered, "selected": a.selected,
-                   "n_errors": a.n_errors, "complete": a.complete,
-                   "stop_pct": round(100 * stop[0] / stop[1], 1) if stop[1] else None,
-                   "sources": ";".join(a.sources(root))}
-            if a.incomplete:
-                cells.append(Cell(cell_text(a)))
-                err = a.first_error()
-                records.append({**rec, "status": "incomplete", "first_error": err,
-                                "reason": "errors or unanswered problems: not averaged"})
-                incomplete_notes.append(f"{row['label']} / {labels.get(b, b)}: {a.incomplete_text()}"
-                                        + (f" (first error: {err[:160]})" if err else "")
-                                        + f" — {'; '.join(a.sources(root))}")
-                continue
-            ci = a.ci()
-            if ci:
-                ci_methods.add(ci.method)
-            cells.append(styled(b, ri, cell_text(a)))
-            records.append({**rec, "status": "ok", "mean": round(a.mean, 4),  # type: ignore[arg-type]
-                            "ci_low": None if ci is None else round(ci.low, 4),
-                            "ci_high": None if ci is None else round(ci.high, 4),
-                            "ci_method": None if ci is None else ci.method,
-                            "std": None if a.std is None else round(a.std, 4)})
-        if r["avg"] is not None:
-            cells.append(fmt(r["avg"]))   # no paired test over a mean of means: no mark
-            records.append({"backbone": backbone, "row": row["label"], "method": row["method"], "benchmark": "avg",
-                            "status": "ok", "mean": round(r["avg"], 4), "footnotes": foot_csv,
-                            "sources": ";".join(s for b in benches for s in aggs[b].sources(root))})
-        else:
-            cells.append("—")
-        table.rows.append(cells)
-        if r["reason"]:
-            missing_notes.append(f"{row['label']}: {r['reason']}")
 
-        pref = ref.get(row["label"])
-        if pref:
-            table.rows.extend(paper_rows(row, r, pref, benches, records, backbone, pp))
-            any_inferred |= any(bool((pref.get(b) or {}).get("inferred")) for b in [*benches, "avg"])
+def bench_cell(ren: Rendering, r: dict[str, Any], b: str, base: dict[str, Any], mark: str | None) -> Any:
+    """One benchmark cell of a row (its record appended): "—" when not run, ``incomplete …`` (never averaged) when
+    its runs have errors, else the mean with its interval, bold/underlined as ``mark`` says."""
+    a = r["aggs"].get(b)
+    if a is None or not a.runs:
+        status = "missing" if r["name"] is None else "not_run"
+        ren.records.append({**base, "status": status, "reason": r["reason"] or "not run yet"})
+        return "—"
+    where = f"{base['row']} / {ren.label(b)}"
+    if any(run.sandbox_isolation() == "process" for run in a.runs):
+        ren.unisolated.append(where)
+    stop = stop_fraction([c for run in a.runs for c in run.calls()])
+    ren.stop = [x + y for x, y in zip(ren.stop, stop)]
+    rec = {**base, "n_seeds": len(a.seeds), "seeds": " ".join(map(str, a.seeds)),
+           "n_problems": a.n_problems, "answered": a.answered, "selected": a.selected,
+           "n_errors": a.n_errors, "complete": a.complete,
+           "stop_pct": round(100 * stop[0] / stop[1], 1) if stop[1] else None,
+           "sources": ";".join(a.sources(ren.root))}
+    if a.incomplete:
+        err = a.first_error()
+        ren.records.append({**rec, "status": "incomplete", "first_error": err,
+                            "reason": "errors or unanswered problems: not averaged"})
+        ren.incomplete.append(f"{where}: {a.incomplete_text()}" + (f" (first error: {err[:160]})" if err else "")
+                              + f" — {'; '.join(a.sources(ren.root))}")
+        return Cell(cell_text(a))
+    ren.records.append(complete_record(a, rec, ren))
+    return Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline")
 
-    notes.append("Scores in %: accuracy (GSM8K, MATH), pass@1 (MBPP, HumanEval), F1 (HotpotQA, DROP); each cell is "
-                 "the mean over problems (and over seeds when several: n=problems×seeds) with its 95% interval over "
-                 "problems — " + " / ".join(
-                     {"wilson": "Wilson score interval for accuracy/pass@1",
-                      "t": "Student t interval for F1 (and for accuracy averaged over seeds)"}[m]
-                     for m in sorted(ci_methods, key=lambda m: m != "wilson"))
-                 + (" (scripts/stats.py)." if ci_methods else "scripts/stats.py.")
-                 + " Avg (no interval) only when all six benchmarks are complete.")
-    notes.append(marks_note(alpha))
-    if incomplete_notes:
+
+def avg_cell(ren: Rendering, r: dict[str, Any], benches: list[str], foot_csv: str) -> str:
+    """The row's Avg: the mean of its six complete cells, unmarked (a mean of means has no paired test)."""
+    if r["avg"] is None:
+        return "—"
+    row = r["row"]
+    ren.records.append({"backbone": ren.backbone, "row": row["label"], "method": row["method"], "benchmark": "avg",
+                        "status": "ok", "mean": round(r["avg"], 4), "footnotes": foot_csv,
+                        "sources": ";".join(s for b in benches for s in r["aggs"][b].sources(ren.root))})
+    return fmt(r["avg"])
+
+
+def method_row(ren: Rendering, r: dict[str, Any], benches: list[str], proto: dict[str, Any],
+               marks: dict[str, str | None]) -> list[Any]:
+    """One method's table row: its label with its footnote marks (rows with numbers only: a row of "—" deviates
+    from nothing yet), a cell per benchmark, Avg."""
+    row, aggs = r["row"], r["aggs"]
+    devs = row_deviations(row, aggs, proto) if any(a.runs for a in aggs.values()) else []
+    foot_csv = ren.feet.numbered(devs) if devs else ""
+    shown = row_label(row, aggs)
+    cells: list[Any] = [Cell(shown, sup=ren.feet.marks(devs)) if devs else shown]
+    for b in benches:
+        base = {"backbone": ren.backbone, "row": row["label"], "method": row["method"], "benchmark": b,
+                "footnotes": foot_csv}
+        cells.append(bench_cell(ren, r, b, base, marks.get(b)))
+    cells.append(avg_cell(ren, r, benches, foot_csv))
+    if r["reason"]:
+        ren.missing.append(f"{row['label']}: {r['reason']}")
+    return cells
+
+
+def scores_note(ci_methods: set[str]) -> str:
+    return ("Scores in %: accuracy (GSM8K, MATH), pass@1 (MBPP, HumanEval), F1 (HotpotQA, DROP); each cell is "
+            "the mean over problems (and over seeds when several: n=problems×seeds) with its 95% interval over "
+            "problems — " + " / ".join(
+                {"wilson": "Wilson score interval for accuracy/pass@1",
+                 "t": "Student t interval for F1 (and for accuracy averaged over seeds)"}[m]
+                for m in sorted(ci_methods, key=lambda m: m != "wilson"))
+            + (" (scripts/stats.py)." if ci_methods else "scripts/stats.py.")
+            + " Avg (no interval) only when all six benchmarks are complete.")
+
+
+def stop_note(stop: list[int]) -> str | None:
+    """The share of calls that ended with finish_reason=stop (answers not cut), flagged below 90%."""
+    if not stop[1]:
+        return None
+    pct = 100 * stop[0] / stop[1]
+    return (f"Answers not cut: {pct:.1f}% of {stop[1]} calls ended with finish_reason=stop "
+            f"(calls.jsonl){'' if pct >= 90 else ' — BELOW 90%: raise max_tokens for this protocol'}"
+            + (f"; {stop[2] - stop[1]} calls recorded no finish_reason" if stop[2] > stop[1] else "") + ".")
+
+
+def reference_notes(exp: dict[str, Any], backbone: str, any_inferred: bool) -> list[str]:
+    """Where the ↳ paper rows come from, and that another backbone than the paper's is not like for like."""
+    reference = exp.get("reference") or {}
+    if not reference.get("rows"):
+        return []
+    out = [PROTOCOL_NOTE] if reference.get("protocol") else []
+    out.append(f"↳ paper: {reference.get('source', '')}."
+               + (" † inferred by arithmetic from stated margins/averages, not stated." if any_inferred else ""))
+    ref_backbone = reference.get("backbone")
+    if ref_backbone and ref_backbone != backbone.split("@")[0]:
+        out.append(f"The paper used {ref_backbone}; Δ against a {backbone} run is not a like-for-like comparison.")
+    return out
+
+
+def command_line(proto: dict[str, Any]) -> list[str]:
+    """The narrowing options and Hydra overrides the last reproduce run was given (paths and progress left out)."""
+    extra = [f"{k}={','.join(map(str, proto[k])) if isinstance(proto[k], list) else proto[k]}"
+             for k in ("methods", "benchmarks", "seeds", "limit") if proto.get(k)]
+    return extra + [o for o in proto.get("user_overrides") or []
+                    if not o.startswith(("results_root=", "cache.path=", "runner.progress="))]
+
+
+def size_note(exp: dict[str, Any], proto: dict[str, Any]) -> str | None:
+    """The size protocol the last reproduce run used (protocol-<backbone>.json): seeds, limits, overrides."""
+    if not proto:
+        return None
+    st = proto.get("settings") or {}
+    mt = (exp.get("max_tokens") or {}).get(st.get("max_tokens") or "") or {}
+    first = "every problem" if st.get("limit") is None else f"the first {st.get('limit')} problems"
+    parts = [  # (text, shown when) in reading order
+        (f" {st.get('limit_by_benchmark')}", st.get("limit_by_benchmark")),
+        (" (at most: " + ", ".join(f"{m} {v}" for m, v in (st.get("limit_by_method") or {}).items()) + ")",
+         st.get("limit_by_method")),
+        ("; only on: " + "; ".join(f"{m} {'/'.join(v)}" for m, v in (st.get("benchmarks_by_method") or {}).items()),
+         st.get("benchmarks_by_method")),
+        ("; max_tokens " + ", ".join(f"{b} {v}" for b, v in mt.items()), mt),
+        (f"; overrides {' '.join(st.get('overrides') or [])}", st.get("overrides")),
+        ("; per benchmark: " + "; ".join(f"{b}: {' '.join(v)}" for b, v in (st.get("overrides_by_benchmark") or {}).items()),
+         st.get("overrides_by_benchmark")),
+        (f"; command line: {' '.join(command_line(proto))}", command_line(proto)),
+    ]
+    return (f"Size '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, {first} of each split"
+            + "".join(text for text, shown in parts if shown) + ".")
+
+
+def table_notes(ren: Rendering, exp: dict[str, Any], alpha: float, proto: dict[str, Any]) -> list[str]:
+    """The notes under one backbone's table, in reading order."""
+    notes = [scores_note(ren.ci_methods), marks_note(alpha)]
+    if ren.incomplete:
         notes.append("incomplete = the cell's runs have errors (infrastructure failures, not wrong answers) or "
                      "unanswered problems; it is not averaged. Re-run the target to resume or retry: "
-                     + " | ".join(incomplete_notes))
-    if stop_all[1]:
-        pct = 100 * stop_all[0] / stop_all[1]
-        notes.append(f"Answers not cut: {pct:.1f}% of {stop_all[1]} calls ended with finish_reason=stop "
-                     f"(calls.jsonl){'' if pct >= 90 else ' — BELOW 90%: raise max_tokens for this protocol'}"
-                     + (f"; {stop_all[2] - stop_all[1]} calls recorded no finish_reason" if stop_all[2] > stop_all[1]
-                        else "") + ".")
-    if ref and pp:
-        notes.append(PROTOCOL_NOTE)
-    if ref:
-        src = (exp.get("reference") or {}).get("source", "")
-        notes.append(f"↳ paper: {src}." + (" † inferred by arithmetic from stated margins/averages, not stated."
-                                          if any_inferred else ""))
-        if ref_backbone and ref_backbone != backbone.split("@")[0]:
-            notes.append(f"The paper used {ref_backbone}; Δ against a {backbone} run is not a like-for-like comparison.")
-    if proto:
-        st = proto.get("settings") or {}
-        extra = [f"{k}={','.join(map(str, proto[k])) if isinstance(proto[k], list) else proto[k]}"
-                 for k in ("methods", "benchmarks", "seeds", "limit") if proto.get(k)]
-        extra += [o for o in proto.get("user_overrides") or []
-                  if not o.startswith(("results_root=", "cache.path=", "runner.progress="))]
-        ob = "; ".join(f"{b}: {' '.join(v)}" for b, v in (st.get("overrides_by_benchmark") or {}).items())
-        lm = ", ".join(f"{m} {v}" for m, v in (st.get("limit_by_method") or {}).items())
-        bm = "; ".join(f"{m} {'/'.join(v)}" for m, v in (st.get("benchmarks_by_method") or {}).items())
-        mt = (exp.get("max_tokens") or {}).get(st.get("max_tokens") or "") or {}
-        first = "every problem" if st.get("limit") is None else f"the first {st.get('limit')} problems"
-        notes.append(f"Size '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, {first} of each split"
-                     + (f" {st.get('limit_by_benchmark')}" if st.get("limit_by_benchmark") else "")
-                     + (f" (at most: {lm})" if lm else "") + (f"; only on: {bm}" if bm else "")
-                     + (f"; max_tokens {', '.join(f'{b} {v}' for b, v in mt.items())}" if mt else "")
-                     + (f"; overrides {' '.join(st.get('overrides') or [])}" if st.get("overrides") else "")
-                     + (f"; per benchmark: {ob}" if ob else "")
-                     + (f"; command line: {' '.join(extra)}" if extra else "") + ".")
-    if feet.texts:
+                     + " | ".join(ren.incomplete))
+    notes.extend(n for n in (stop_note(ren.stop), *reference_notes(exp, ren.backbone, ren.any_inferred),
+                             size_note(exp, proto)) if n)
+    if ren.feet.texts:
         notes.append("Deviations from the method's paper that can change its score (numbered marks on the row):")
-        notes.extend(feet.notes())
-    if unisolated:
+        notes.extend(ren.feet.notes())
+    if ren.unisolated:
         notes.append("Untrusted code ran without filesystem isolation (sandbox.isolation=process; "
-                     f"evaluators/sandbox/README.md) in: {', '.join(unisolated)}.")
-    notes.extend(f"— {m}" for m in missing_notes)
-    table.notes = notes
-    return table, records
+                     f"evaluators/sandbox/README.md) in: {', '.join(ren.unisolated)}.")
+    notes.extend(f"— {m}" for m in ren.missing)
+    return notes
+
+
+def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
+          seeds: list[int] | None = None, index: RunIndex | None = None) -> tuple[Table, list[dict[str, Any]]]:
+    """One backbone's Table 1 and its CSV records: the numbers (:func:`body_rows`), the significance marks per
+    column, a row per method (:func:`method_row`) with the paper's rows under those it reports, the notes."""
+    exp = exp or load_experiment("table1")
+    alpha = float(exp.get("significance_alpha", 0.05))
+    root = Path(results_root)
+    index = index or RunIndex.scan(root, exp["experiment"])
+    benches: list[str] = exp["benchmarks"]
+    ref = (exp.get("reference") or {}).get("rows", {})
+    pp = (exp.get("reference") or {}).get("protocol") or {}
+    proto = protocol_record(root, exp, backbone)
+    body = body_rows(exp, index, backbone, seeds)
+    marks = {b: significance_marks([r["aggs"].get(b) for r in body], alpha) for b in benches}
+    ren = Rendering(root, backbone, exp.get("benchmark_labels", {}))
+    table = Table(title=f"Table 1: {backbone} (score % [95% interval] n=problems; bold/underlined: significantly best/second)",
+                  columns=["Method", *[ren.label(b) for b in benches], "Avg"], label=f"tab:table1-{backbone}")
+    for ri, r in enumerate(body):
+        if ri and r["row"].get("group") != body[ri - 1]["row"].get("group"):
+            table.rules_after.add(len(table.rows) - 1)
+        table.rows.append(method_row(ren, r, benches, proto, {b: marks[b].get(ri) for b in benches}))
+        pref = ref.get(r["row"]["label"])
+        if pref:
+            table.rows.extend(paper_rows(r["row"], r, pref, benches, ren.records, backbone, pp))
+            ren.any_inferred |= any(bool((pref.get(b) or {}).get("inferred")) for b in [*benches, "avg"])
+    table.notes = table_notes(ren, exp, alpha, proto)
+    return table, ren.records
 
 
 def incomplete_cells(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
