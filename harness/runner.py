@@ -122,30 +122,64 @@ class Runner:
             return await self._run()
 
     async def _run(self) -> dict[str, Any]:
-        spec = self.spec
-        isolation = (spec.full_config.get("sandbox") or {}).get("isolation")
+        """Open the run (sandbox, problems, backbones, identity, metadata, cache, clients), solve what is not
+        finished yet, then close everything and summarise: the summary is written whatever stopped the solving."""
+        self._configure_sandbox()
+        problems, data_info = self._load_problems()
+        writer = ResultWriter(self.paths, fsync=bool(self.spec.runner_cfg.get("fsync", False)))
+        backbones, distinct = await self._build_backbones()
+        meta, started = await self._claim_folder(backbones, distinct, data_info, writer)
+        cache = await self._open_cache(distinct)
+        clients, ctx = self._make_clients(backbones, cache)
+        await self._preflight(ctx, distinct, cache)
+        self._prepare_problems(problems)
+        finished = writer.finished()
+        tasks = self._tasks(problems)
+        self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {t[0] for t in tasks}]
+        try:
+            await self._solve(problems, tasks, finished, ctx, writer)
+        except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
+            self._aborted = str(exc)
+        finally:
+            if self.progress is not None:
+                self.progress.close()
+            if self._engines is not None:
+                await self._engines.aclose()
+            await _close(distinct, cache)
+            metrics = self._finish(writer, tasks, meta, started, sum(c.backbone_calls for c in clients.values()))
+        return metrics
+
+    def _configure_sandbox(self) -> None:
+        isolation = (self.spec.full_config.get("sandbox") or {}).get("isolation")
         if isolation:  # how untrusted code is contained (evaluators/sandbox/README.md); meta.json records it
             from evaluators.sandbox import configure as configure_sandbox
 
             configure_sandbox(isolation=isolation)
+
+    def _load_problems(self) -> tuple[list[Problem], Any]:
         problems, data_info = self.benchmark.load()
-        if self.benchmark.domain == "code" and not spec.benchmark_cfg.get("execute_code"):
+        if self.benchmark.domain == "code" and not self.spec.benchmark_cfg.get("execute_code"):
             # fail before any backbone call rather than after
             raise ValueError(f"benchmark {self.benchmark.name} needs benchmark.execute_code=true to be scored")
-        writer = ResultWriter(self.paths, fsync=bool(spec.runner_cfg.get("fsync", False)))
+        return problems, data_info
 
+    async def _build_backbones(self) -> tuple[dict[str, Any], list[Any]]:
+        """One backbone per distinct backbone config (every role maps to one of them), and the distinct ones."""
         async def build(cfg: dict[str, Any]) -> Any:
-            return await build_backbone(cfg, run_dir=self.paths.root, seed=spec.seed, servers=self._servers)
+            return await build_backbone(cfg, run_dir=self.paths.root, seed=self.spec.seed, servers=self._servers)
 
-        # one backbone per distinct backbone config; every role maps to one of them
         backbones = await build_role_backbones(self.roles, build, given=self._backbone)
-        distinct = list({id(b): b for b in backbones.values()}.values())
+        return backbones, list({id(b): b for b in backbones.values()}.values())
+
+    async def _claim_folder(self, backbones: dict[str, Any], distinct: list[Any], data_info: Any,
+                            writer: ResultWriter) -> tuple[dict[str, Any], float]:
+        """Check the folder is this configuration's, then write meta.json and config.yaml: (meta, start time)."""
+        spec = self.spec
         try:  # core-B: a results folder belongs to one configuration (harness.identity)
             check_run_identity(self.paths, spec.full_config, {n: backbone_identity(b) for n, b in backbones.items()},
                                restart=bool(spec.full_config.get("restart", False)), data=data_info.to_dict())
         except BaseException:
-            for bb in distinct:
-                await bb.aclose()
+            await _close(distinct)
             raise
         started = time.time()
         roles_meta = role_identities(self.roles, backbones)
@@ -157,18 +191,27 @@ class Runner:
             meta["sandbox"] = {**meta["sandbox"], "note": earlier_sandbox["note"], "earlier": earlier_sandbox}
         writer.write_json(self.paths.meta, meta)
         _write_yaml(self.paths.config, spec.full_config)
+        return meta, started
+
+    async def _open_cache(self, distinct: list[Any]) -> ResponseCache:
         try:
-            cache = ResponseCache(Path(spec.cache_cfg.get("path", ".cache/responses.sqlite")),
-                                  spec.cache_cfg.get("mode", "read-write"))
+            cache = ResponseCache(Path(self.spec.cache_cfg.get("path", ".cache/responses.sqlite")),
+                                  self.spec.cache_cfg.get("mode", "read-write"))
         except BaseException:
-            for bb in distinct:
-                await bb.aclose()
+            await _close(distinct)
             raise
         self._cache = cache
+        return cache
+
+    def _make_clients(self, backbones: dict[str, Any], cache: ResponseCache) -> tuple[dict[int, LLMClient],
+                                                                                       RunContext]:
+        """One LLM client per distinct backbone (roles on one backbone share it: one concurrency limit), and the
+        run context the method sees."""
+        spec = self.spec
         clients: dict[int, LLMClient] = {}
         for name, role in self.roles.items():
             bb = backbones[name]
-            if id(bb) not in clients:  # roles on one backbone share its client (one concurrency limit)
+            if id(bb) not in clients:
                 sampling = {**spec.sampling, **(role.backbone_cfg.get("sampling") or {})}
                 clients[id(bb)] = LLMClient(bb, cache, run_id=self._run_id(), method=self.method.name,
                                             defaults=sampling, role=name,
@@ -179,48 +222,41 @@ class Runner:
                          benchmark=BenchmarkInfo.of(self.benchmark),
                          adapters={name: role.adapter for name, role in self.roles.items()},
                          budgets=Budgets(**(spec.runner_cfg.get("budgets") or {})))
-        try:  # before any problem: a method that cannot run here fails now, with one line, not once per problem
-            check_requirements(spec.method_cfg, self.benchmark)
+        return clients, ctx
+
+    async def _preflight(self, ctx: RunContext, distinct: list[Any], cache: ResponseCache) -> None:
+        """Before any problem: a method that cannot run here fails now, with one line, not once per problem."""
+        try:
+            check_requirements(self.spec.method_cfg, self.benchmark)
             preflight = getattr(self.method, "preflight", None)
             if preflight is not None:
                 await preflight(ctx)
         except BaseException:
-            for bb in distinct:
-                await bb.aclose()
-            cache.close()
+            await _close(distinct, cache)
             raise
+
+    def _prepare_problems(self, problems: list[Problem]) -> None:
+        """The problems by id, their gold-free views, the environment engines and the trajectory log."""
         self._problems = {p.id: p for p in problems}
         hidden = self.benchmark.hidden()
         self._views = {p.id: ProblemView.of(p, hidden) for p in problems}
         self._engines = Engines(self.benchmark.env_spec()) if self.benchmark.is_environment else None
         self._trajectories = TrajectoryLog(self.paths.root / "trajectories.jsonl",
-                                           fsync=bool(spec.runner_cfg.get("fsync", False)))
-        finished = writer.finished()
-        tasks = self._tasks(problems)
-        self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {t[0] for t in tasks}]
-        try:
-            self._start_progress(len(tasks), len(self._done_scores))
-            window = int(getattr(self.method, "window_size", 0) or 0)
-            if window > 0:
-                if spec.samples_per_task > 1:
-                    raise ValueError(f"samples_per_task={spec.samples_per_task}: method {self.method.name} is "
-                                     "stateful (window_size); its samples would not be independent")
-                await self._run_windows(problems, finished, ctx, writer, window)
-            else:
-                todo = [t for t in tasks if t[0] not in finished]
-                await self._run_batch(todo, ctx, writer)
-        except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
-            self._aborted = str(exc)
-        finally:
-            if self.progress is not None:
-                self.progress.close()
-            if self._engines is not None:
-                await self._engines.aclose()
-            for bb in distinct:
-                await bb.aclose()
-            cache.close()
-            metrics = self._finish(writer, tasks, meta, started, sum(c.backbone_calls for c in clients.values()))
-        return metrics
+                                           fsync=bool(self.spec.runner_cfg.get("fsync", False)))
+
+    async def _solve(self, problems: list[Problem], tasks: list[tuple[str, Problem, int | None, int]],
+                     finished: dict[str, dict[str, Any]], ctx: RunContext, writer: ResultWriter) -> None:
+        """Every task not finished yet: in windows for a stateful method, else all at once (bounded)."""
+        self._start_progress(len(tasks), len(self._done_scores))
+        window = int(getattr(self.method, "window_size", 0) or 0)
+        if window > 0:
+            if self.spec.samples_per_task > 1:
+                raise ValueError(f"samples_per_task={self.spec.samples_per_task}: method {self.method.name} is "
+                                 "stateful (window_size); its samples would not be independent")
+            await self._run_windows(problems, finished, ctx, writer, window)
+        else:
+            todo = [t for t in tasks if t[0] not in finished]
+            await self._run_batch(todo, ctx, writer)
 
     def _tasks(self, problems: list[Problem]) -> list[tuple[str, Problem, int | None, int]]:
         """(record id, problem, sample index or None, run seed of the attempt) for every prediction to make.
@@ -475,6 +511,14 @@ class Runner:
             if pending is None:
                 raise
         return metrics
+
+
+async def _close(backbones: list[Any], cache: ResponseCache | None = None) -> None:
+    """Close the run's backbones (their HTTP clients, in-process models), then its cache."""
+    for bb in backbones:
+        await bb.aclose()
+    if cache is not None:
+        cache.close()
 
 
 def _write_yaml(path: Path, obj: dict[str, Any]) -> None:
