@@ -36,7 +36,7 @@ from dyflow.counts import run_counts as dyflow_run_counts
 from scripts.collect import Agg, RunIndex, SeedRun
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
-from scripts.table1 import cell_text
+from scripts.table1 import cell_text, marks_note, significance_marks
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
@@ -302,13 +302,16 @@ def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
 
 def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
                 extra_rows: list[dict[str, Any]] | None = None, protocol: dict[str, Any] | None = None) -> Table:
-    """Methods x the five benchmarks + Avg, best bold, the paper's row and Δ under each row it reports."""
+    """Methods x the five benchmarks + Avg, the best bold and the second underlined where a paired test over the
+    shared problems says they are (:func:`scripts.table1.significance_marks`), the paper's row and Δ under each row
+    it reports."""
     t = spec[key]
     benches = spec["benchmarks"]
     labels = spec["benchmark_labels"]
     judge_benches = [b for b in benches if b in ((protocol or {}).get("judge") or {}).get("benchmarks", [])]
     ref = (t.get("reference") or {}).get("rows", {})
-    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n)",
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n; "
+                  "bold/underlined: significantly best/second)",
                   columns=["Method", *[labels[b] for b in benches], "Avg"], label=f"tab:dyflow-{key}-{backbone}")
     body = []
     for row in [*t["rows"], *(extra_rows or [])]:
@@ -328,14 +331,11 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         means = {b: aggs[b].mean for b in benches}
         avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
         body.append((row, exp, aggs, means, avg, reason))
-    best = {}
-    for c in [*benches, "avg"]:
-        vals = [(r[4] if c == "avg" else r[3][c]) for r in body]
-        vals = sorted({round(v, 6) for v in vals if v is not None}, reverse=True)
-        best[c] = vals[0] if len(vals) > 1 else None
+    alpha = float(spec.get("significance_alpha", 0.05))   # best/second only where a paired test says so
+    marks = {b: significance_marks([r[2][b] for r in body], alpha) for b in benches}
     feet, notes = Footnotes(), []
     counted = False
-    for row, exp, aggs, means, avg, reason in body:
+    for ri, (row, exp, aggs, means, avg, reason) in enumerate(body):
         devs = []
         for a in aggs.values():
             for d in a.deviations() or []:
@@ -355,13 +355,13 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
                 records.append({**rec, "status": "missing", "reason": reason or bm or "not run yet"})
                 continue
             ci = a.ci()
-            cells.append(Cell(cell_text(a), bold=a.mean is not None and best[b] is not None and round(a.mean, 6) == best[b]))
+            mark = marks[b].get(ri)
+            cells.append(Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline"))
             records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
                             "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
                             "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
                             "sources": ";".join(a.sources(res.root))})
-        cells.append(Cell(fmt(avg), bold=avg is not None and best["avg"] is not None and round(avg, 6) == best["avg"])
-                     if avg is not None else "—")
+        cells.append(fmt(avg) if avg is not None else "—")     # a mean of means has no paired test: no mark
         table.rows.append(cells)
         if row["_rule"]:   # the rule-based score of the judge-scored cells, beside the judge's
             table.rows.append(["↳ rule-based score", *[cell_text(row["_rule"][b]) if b in row["_rule"] else ""
@@ -396,7 +396,8 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
     missing_b = [f"— {labels[b]}: {m}" for b in benches if (m := bench_missing(b))]
     table.notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
                    f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
-                   f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}."]
+                   f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}.",
+                   marks_note(alpha, "dyflow_tables", "five")]
     line = protocol_note([(r[0]["label"], r[2]) for r in body], benches, labels)
     if line:
         table.notes.append(line)

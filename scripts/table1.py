@@ -261,13 +261,14 @@ def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], ben
     return [pcells, dcells, [rp, *[protos[b][0] for b in benches], ""]]
 
 
-def marks_note(alpha: float) -> str:
+def marks_note(alpha: float, experiment: str = "table1", n_means: str = "six") -> str:
+    """The legend of the best/second marks: which test, at which level, set where."""
     return ("Best bold, second underlined only where the difference is significant: a paired test over the "
             "problems both cells answered (each problem's score averaged over seeds), exact McNemar on 0/1 scores "
             f"(accuracy, pass@1), Wilcoxon signed-rank otherwise (F1), two-sided p < {alpha:g} "
-            "(scripts/stats.py paired_test; `significance_alpha` in scripts/experiments/table1.yaml); the best "
+            f"(scripts/stats.py paired_test; `significance_alpha` in scripts/experiments/{experiment}.yaml); the best "
             "must beat every other complete cell of its column, the second every cell below it. Avg carries no "
-            "mark (a mean of six means has no paired test).")
+            f"mark (a mean of {n_means} means has no paired test).")
 
 
 PROTOCOL_NOTE = ("↳ protocol: generated from what the cell's runs recorded (config.yaml scorer keys and sampling, "

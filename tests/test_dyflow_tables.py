@@ -88,7 +88,9 @@ def test_table1_values_paper_rows_incomplete_and_missing(results: Path, tmp_path
     t = res["tables"]["table1"][0]
     rows = rows_of(t)
     assert txt(rows["Vanilla"][1]).startswith("25.0 [") and txt(rows["Vanilla"][1]).endswith("n=4")
-    assert rows["DyFlow (Ours)"][1].bold and txt(rows["DyFlow (Ours)"][6]) == "75.0" and rows["DyFlow (Ours)"][6].bold
+    # n = 4 per cell: 75% against 50% and 25% is no significant difference (McNemar), so no bold; Avg is never marked
+    assert not rows["DyFlow (Ours)"][1].bold and txt(rows["DyFlow (Ours)"][6]) == "75.0"
+    assert isinstance(rows["DyFlow (Ours)"][6], str)
     assert txt(rows["CoT"][4]) == "incomplete 4/5, 1 error" and rows["CoT"][6] == "—"   # never averaged
     # the paper's row and Δ under DyFlow: 75.0 - 17.18 on SocialMaze
     i = t.rows.index(rows["DyFlow (Ours)"])
@@ -382,3 +384,21 @@ def test_judge_scored_cells_show_the_judge_with_the_rule_based_score_beside(tmp_
     mr = next(r for r in t3.rows if r[0] == "MR (MATH)")
     assert mr[2].startswith("75.0 [")                                                # Table 3's CoT: the judge too
     assert any("rule-based score in the CSV (rule_mean)" in n for n in t3.notes)
+
+
+def test_best_and_second_marks_need_a_significant_paired_test(tmp_path: Path):
+    """Issue 21: a column of n = 2 cells (100% against 0%: exact McNemar p = 0.5) gets no bold winner; a clearly
+    separated pair at n = 20 (CoT right on all, Vanilla on 4: p = 2/2^16) is bold, and the legend names the test."""
+    root = tmp_path / "results"
+    fake_run(root, "dyflow_table1", "math_l5", "io", [0.0, 0.0])
+    fake_run(root, "dyflow_table1", "math_l5", "cot", [1.0, 1.0])
+    rows = rows_of(dt.write_all(root, ["table1"], ["local"], tmp_path / "out")["tables"]["table1"][0])
+    col = 1 + BENCHES.index("math_l5")
+    assert not any(rows[r][col].bold or rows[r][col].underline for r in ("Vanilla", "CoT"))
+    root2 = tmp_path / "results2"
+    fake_run(root2, "dyflow_table1", "math_l5", "io", [0.0] * 16 + [1.0] * 4)
+    fake_run(root2, "dyflow_table1", "math_l5", "cot", [1.0] * 20)
+    t = dt.write_all(root2, ["table1"], ["local"], tmp_path / "out2")["tables"]["table1"][0]
+    rows = rows_of(t)
+    assert rows["CoT"][col].bold and not rows["Vanilla"][col].bold and not rows["Vanilla"][col].underline
+    assert any("exact McNemar" in n and "dyflow_tables.yaml" in n for n in t.notes)
