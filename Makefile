@@ -115,7 +115,12 @@ browser-tools:
 	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "browser tests: chromium is missing; install it (e.g. sudo apt-get install chromium)"; fi; }
 
-test: install-local install-embed install-train install-agents install-sweeps data browser-tools
+# ruff's default rules ([tool.ruff] in pyproject.toml, ruff pinned in the test extra; ~1 s): first step of `make test`
+.PHONY: lint
+lint: $(STAMP)/core
+	$(PY) -m ruff check .
+
+test: lint install-local install-embed install-train install-agents install-sweeps data browser-tools
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
