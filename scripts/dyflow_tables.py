@@ -278,6 +278,51 @@ def _paper_rows(ref_rows: dict[str, Any], label: str, ours: dict[str, float | No
     return p, d
 
 
+def _code_domain(r: SeedRun, bench: str) -> bool:
+    """Whether the run's benchmark is a code benchmark: the domain of its recorded ``benchmark.kind``, else of the
+    kind in configs/benchmark/<bench>.yaml."""
+    import importlib
+
+    kind = str((r.config().get("benchmark") or {}).get("kind") or "")
+    path = CONFIGS / "benchmark" / f"{bench}.yaml"
+    if not kind and path.exists():
+        kind = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("kind") or "")
+    mod, _, cls = kind.rpartition(".")
+    try:
+        return getattr(getattr(importlib.import_module(mod), cls), "domain", None) == "code"
+    except (ImportError, AttributeError, ValueError):
+        return False
+
+
+def _code_postprocess(r: SeedRun) -> str:
+    """The run's ``code_postprocess`` as it recorded it: config.yaml ``method.params``, else the options in its
+    traces, else the DyFlow default when the config recorded params without it; "not recorded" otherwise."""
+    from dyflow.config import Options
+
+    params = (r.config().get("method") or {}).get("params")
+    if isinstance(params, dict):
+        return str(params.get("code_postprocess", Options.code_postprocess))
+    for p in r.predictions():
+        opts = (p.get("trace") or {}).get("options") or {}
+        if "code_postprocess" in opts:
+            return str(opts["code_postprocess"])
+    return "not recorded"
+
+
+def code_rewrite_note(a: Agg, bench: str, labels: dict[str, str]) -> str | None:
+    """The footnote of a DyFlow code cell whose runs did not apply the release's final-code rewrite (the
+    gpt-4.1-mini code-extraction prompt of dyflow-supplement §3.2 on the final answer, then its first python
+    block), from each run's recorded ``code_postprocess``; None when every run applied it or the cell is not code."""
+    runs = [r for r in a.runs if _code_domain(r, bench)]
+    got = sorted({_code_postprocess(r) for r in runs} - {"release"})
+    if not got:
+        return None
+    return (f"{labels.get(bench, bench)}: the release's final-code rewrite (its code-extraction prompt, run with "
+            f"gpt-4.1-mini, on the final answer; dyflow-supplement §3.2) was not applied: code_postprocess="
+            f"{'/'.join(got)} recorded by the runs (method.params.code_postprocess=release applies it, on the "
+            "executor role); the paper's numbers had it")
+
+
 def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
     """For a searched row: the split and every search parameter its runs recorded (config.yaml) that differs from
     the method's config (the paper protocol), e.g. the tiny embedded size; nothing for a row without runs."""
@@ -356,7 +401,9 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
                 continue
             ci = a.ci()
             mark = marks[b].get(ri)
-            cells.append(Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline"))
+            rewrite = code_rewrite_note(a, b, labels) if _is_dyflow(row.get("method")) else None
+            cells.append(Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline",
+                              sup=feet.marks([rewrite]) if rewrite else ""))
             records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
                             "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
                             "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
@@ -427,6 +474,7 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
                   columns=["Test", "Train", "CoT", "DyFlow", "paper CoT", "paper DyFlow", "Δ DyFlow − CoT (ours)"],
                   label=f"tab:dyflow-table3-{backbone}")
     protocol_rows: list[tuple[str, dict[str, Agg]]] = []
+    feet = Footnotes()
     for row in t["rows"]:
         b = row["test"]
         cot = res.agg(t["cot"]["experiment"], b, t["cot"]["method"], backbone)
@@ -436,9 +484,9 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             cot, dy = judged(cot) or cot, judged(dy) or dy
         protocol_rows += [(f"CoT {dom[b]}", {b: cot}), (f"DyFlow {dom[b]}", {b: dy})]
         adir = spec["adapters"]["cross_task"][row["split"]]
-        cells = []
-        for a in (cot, dy):
-            cells.append(cell_text(a) if a.runs else "—")
+        cells: list[Any] = [cell_text(cot) if cot.runs else "—"]
+        rewrite = code_rewrite_note(dy, b, labels)
+        cells.append(Cell(cell_text(dy), sup=feet.marks([rewrite])) if rewrite else (cell_text(dy) if dy.runs else "—"))
         gain = None if cot.mean is None or dy.mean is None else dy.mean - cot.mean
         train = ", ".join(dom[x] for x in splits[row["split"]])
         table.rows.append([f"{dom[b]} ({labels[b]})", train, *cells, fmt(row["paper"]["cot"], 2),
@@ -456,6 +504,9 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
     line = protocol_note(protocol_rows, spec["benchmarks"], labels, "in the CSV (rule_mean)")
     if line:
         table.notes.append(line)
+    if feet.texts:
+        table.notes.append("Deviations recorded by the runs (numbered marks):")
+        table.notes.extend(feet.notes())
     return table
 
 

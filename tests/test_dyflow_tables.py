@@ -402,3 +402,40 @@ def test_best_and_second_marks_need_a_significant_paired_test(tmp_path: Path):
     rows = rows_of(t)
     assert rows["CoT"][col].bold and not rows["Vanilla"][col].bold and not rows["Vanilla"][col].underline
     assert any("exact McNemar" in n and "dyflow_tables.yaml" in n for n in t.notes)
+
+
+def test_humaneval_cells_footnote_the_release_code_rewrite_when_it_was_off(tmp_path: Path):
+    """Issue 21: every DyFlow HumanEval cell whose runs recorded code_postprocess other than the release's rewrite
+    carries a generated footnote saying so (Tables 1 and 3); a run with it on, a CoT cell and a non-code DyFlow
+    cell carry none."""
+    import yaml
+
+    def dy(root: Path, bench: str, post: str | None, exp: str = "dyflow_table1") -> None:
+        d = fake_run(root, exp, bench, "dyflow", [1.0, 0.0])
+        params = {} if post is None else {"code_postprocess": post}
+        (d / "config.yaml").write_text(yaml.safe_dump({"benchmark": {"name": bench, "split": "test"},
+                                                       "method": {"name": "dyflow", "params": params},
+                                                       "backbone": {"name": "local"}, "seed": 42}))
+
+    root = tmp_path / "results"
+    dy(root, "humaneval_dyflow", None)          # the recorded params omit it: DyFlow's default (none)
+    dy(root, "math_l5", None)
+    fake_run(root, "dyflow_table1", "humaneval_dyflow", "cot", [1.0, 0.0])
+    t = dt.write_all(root, ["table1"], ["local"], tmp_path / "out")["tables"]["table1"][0]
+    rows = rows_of(t)
+    he, ma = 1 + BENCHES.index("humaneval_dyflow"), 1 + BENCHES.index("math_l5")
+    mark = rows["DyFlow (Ours)"][he].sup
+    assert mark and not rows["DyFlow (Ours)"][ma].sup and not rows["CoT"][he].sup
+    note = next(n for n in t.notes if n.startswith(f"{mark}. HumanEval: the release's final-code rewrite"))
+    assert "code_postprocess=none recorded by the runs" in note
+    assert f"<sup>{mark}</sup>" in (tmp_path / "out" / "table1.md").read_text()
+    spec = dt.load_spec()
+    ex = next(r["experiment"] for r in spec["table3"]["rows"] if r["test"] == "humaneval_dyflow")
+    dy(root, "humaneval_dyflow", "none", ex)
+    t3 = dt.write_all(root, ["table3"], ["local"], tmp_path / "out3")["tables"]["table3"][0]
+    r3 = next(r for r in t3.rows if r[0].startswith(spec["domains"]["humaneval_dyflow"] + " "))
+    assert r3[3].sup and any("final-code rewrite" in n for n in t3.notes)
+    root2 = tmp_path / "results2"
+    dy(root2, "humaneval_dyflow", "release")    # the rewrite on: no footnote
+    t2 = dt.write_all(root2, ["table1"], ["local"], tmp_path / "out2")["tables"]["table1"][0]
+    assert not rows_of(t2)["DyFlow (Ours)"][he].sup and not any("final-code rewrite" in n for n in t2.notes)
