@@ -3,7 +3,7 @@
     python -m scripts.sweep backbone=gpt-4o-mini launcher=joblib           # local processes in parallel
     python -m scripts.sweep backbone=gpt-4o-mini launcher=submitit_slurm \
         hydra.launcher.partition=gpu hydra.launcher.timeout_min=240         # one SLURM job per point
-    python -m scripts.sweep launcher=ray                                    # an existing Ray cluster
+    python -m scripts.sweep launcher=ray hydra.launcher.ray.init.address=auto   # an existing Ray cluster
     python -m scripts.sweep params=k_max dry_run=true                       # print the commands only
 
 Options: backbone, params (comma list of scripts/experiments/sensitivity.yaml params; default all), launcher
@@ -11,9 +11,11 @@ Options: backbone, params (comma list of scripts/experiments/sensitivity.yaml pa
 embedded server), n_jobs (joblib), sample, seeds, benchmarks, logger, dry_run. Other ``key=value`` arguments are
 passed to Hydra unchanged (e.g. ``hydra.launcher.partition=...``).
 
-Completed points are skipped (scripts.run_point checks metrics.json), so a sweep can be re-run to resume. At the
-end the tables and Figure 2 are written (``scripts.sensitivity``, from results/ only) and the command exits
-non-zero when a point failed or is incomplete (errors are shown as such, never averaged), naming the runs.
+Completed points are skipped (scripts.run_point checks metrics.json), so a sweep can be re-run to resume; each
+job's ``point.json`` (under the sweep folder, ``hydra.sweep.dir``) says what it did; on a cluster see
+docs/cluster.md. At the end the tables and Figure 2 are written (``scripts.sensitivity``, from results/ only) and
+the command exits non-zero when a point failed or is incomplete (errors are shown as such, never averaged),
+naming the runs.
 """
 from __future__ import annotations
 
@@ -44,6 +46,10 @@ def commands(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> lis
         launcher.append(f"hydra/launcher={opts['launcher']}")
     if opts.get("n_jobs"):
         launcher.append(f"hydra.launcher.n_jobs={int(opts['n_jobs'])}")
+    if opts.get("launcher") == "ray":
+        # hydra-ray-launcher 1.2.2 always passes object_store_memory to ray.init, which Ray refuses when joining
+        # an existing cluster (hydra.launcher.ray.init.address=...): leave it to the cluster (docs/cluster.md)
+        launcher.append("++hydra.launcher.ray.init.object_store_memory=null")
     cmds = []
     by_bench = {b: benchmark_overrides(proto, b) for b in benches}
     # per-benchmark overrides (e.g. max_tokens from measured answer lengths) need one multirun per benchmark
