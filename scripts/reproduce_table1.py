@@ -91,7 +91,8 @@ def _pass_items(exp: dict[str, Any], pname: str, proto: dict[str, Any], opts: di
                 ov = [f"experiment={exp['experiment']}", f"method={m}", f"benchmark={b}", f"backbone={backbone}",
                       f"seed={s}", f"limit={'null' if limit in (None, 'null') else int(limit)}",
                       *proto.get("overrides", []), *benchmark_overrides(proto, b),
-                      *proto.get("method_overrides", {}).get(m, []), *user_overrides]
+                      *proto.get("method_overrides", {}).get(m, []),
+                      *((proto.get("overrides_by_method_benchmark") or {}).get(m) or {}).get(b, []), *user_overrides]
                 rank = (order.index(m) if m in order else len(order),
                         bench_order.index(b) if b in bench_order else len(bench_order), s)
                 items.append(Planned(label=f"{m}/{b}/{backbone}/seed={s}", overrides=ov,
