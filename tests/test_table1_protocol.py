@@ -162,3 +162,38 @@ def test_a_run_that_recorded_no_config_has_its_delta_withheld(tmp_path):
     assert delta[drop] == "≠ measure (scorer metric not recorded, scorer f1_mode not recorded, split)"
     assert proto[0] == ("↳ protocol: backbone not recorded ≠ paper gpt-4o-mini-2024-07-18; T not recorded ≠ paper "
                         "0/0.7; max tokens not recorded ≠ paper 4096")
+
+
+def test_paper_size_scores_math_as_the_paper_and_the_embedded_default_keeps_math_verify():
+    """Issue 21: at the paper size Table 1's MATH cell runs MATH-500 by AFlow's checker (DenoiseFlow A.1, A.4) for
+    every row; the searched rows search MATH on MATH train, which shares no problem with MATH-500 (AFlow's validate
+    split shares some, under other ids); the embedded sizes keep math-verify on AFlow's split."""
+    from scripts.reproduce_table1 import build_plan
+    from scripts.runs import load_experiment, method_config
+
+    exp = load_experiment("table1")
+    items, info = build_plan(exp, {"backbone": "gpt-4o-mini", "size": "paper"}, [])
+    math = [it for it in items if it.extra["benchmark"] == "math"]
+    assert info["protocol"] == "paper" and math
+    searched = {r["method"] for r in exp["rows"] if r.get("searched")}
+    for it in math:
+        assert {"benchmark.split=math500", "benchmark.equivalence=aflow"} <= set(it.overrides), it.label
+        assert ("method.search.split=train" in it.overrides) == (it.extra["method"] in searched), it.label
+    assert {it.extra["method"] for it in math} & searched        # the searched rows are planned on MATH
+    other = [it for it in items if it.extra["benchmark"] != "math"]
+    assert not any("benchmark.equivalence=aflow" in it.overrides or "method.search.split=train" in it.overrides
+                   for it in other)
+    for size in ("embedded", "smoke", "large"):
+        emb, _ = build_plan(exp, {"backbone": "local", "size": size}, [])
+        assert not any(o.startswith(("benchmark.equivalence", "benchmark.split")) for it in emb for o in it.overrides)
+    assert yaml.safe_load((Path(__file__).parents[1] / "configs/benchmark/math.yaml").read_text())["equivalence"] \
+        == "math_verify"
+    assert all(method_config(m) for m in searched)
+    data = Path(__file__).parents[1] / "data"
+
+    def problems(rel: str) -> set[str]:
+        return {json.loads(x)["problem"].strip() for x in (data / rel).read_text().splitlines() if x.strip()}
+
+    m500 = problems("math/math500_test.jsonl")
+    assert len(m500) == 500 and not m500 & problems("math/math_train.jsonl")
+    assert m500 & problems("aflow_splits/math_validate.jsonl")    # why the searched rows do not search there
