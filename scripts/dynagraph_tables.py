@@ -31,6 +31,7 @@ from typing import Any
 
 from dynagraph.counts import cell_note, run_counts
 from scripts.collect import RunIndex
+from scripts.protocol import compare, num, split_of
 from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
                           method_folder, parse_args, plan, require_backbone_key)
@@ -189,33 +190,6 @@ def _paper(exp: dict[str, Any], key: str, b: str) -> dict[str, Any]:
     return ((exp.get("paper") or {}).get(key) or {}).get(b) or {}
 
 
-def _num(v: Any) -> str:
-    """0.7 -> "0.7", 5.0 -> "5", 256 -> "256": settings as a reader types them."""
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return str(v)
-    return f"{f:g}"
-
-
-def _compare(name: str, ours: list[Any], paper: Any) -> str:
-    """One setting of the protocol line: ours (every value the runs recorded) against the paper's."""
-    txt = "/".join(_num(v) for v in ours) if ours else "not recorded"
-    if paper is None:
-        return f"{name} {txt} (paper: not stated)"
-    if ours and all(_num(v) == _num(paper) for v in ours):
-        return f"{name} {txt} = paper"
-    return f"{name} {txt} ≠ paper {_num(paper)}"
-
-
-def _run_meta(run: Any) -> dict[str, Any]:
-    p = run.dir / "meta.json"
-    try:
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {}
-    except (OSError, ValueError):
-        return {}
-
-
 def _answered_calls(runs: list[Any]) -> list[dict[str, Any]]:
     return [c for r in runs for c in r.calls() if not c.get("error")]
 
@@ -232,21 +206,21 @@ def row_protocol(row: dict[str, Any], runs: list[Any], exp: dict[str, Any]) -> s
     models = sorted({str(c["model"]) for c in calls if c.get("model")})
     parts = [f"backbone {'/'.join(models) or 'not recorded'} vs paper {paper_bb}"]
     temps = sorted({float(c["temperature"]) for c in calls if c.get("temperature") is not None})
-    parts.append(_compare("T", temps, pp.get("temperature")))
+    parts.append(compare("T", temps, pp.get("temperature")))
     params = [((r.config().get("method") or {}).get("params") or {}) for r in runs]
     samplings = [(r.config().get("sampling") or {}) for r in runs]
     tops = sorted({float(p["top_p"]) if p.get("top_p") is not None else float(s["top_p"])
                    for p, s in zip(params, samplings) if p.get("top_p") is not None or s.get("top_p") is not None})
-    parts.append(_compare("top-p", tops, pp.get("top_p")))
-    caps = sorted({f"{k.removeprefix('max_tokens').strip('_') or 'all'} {_num(v)}" for p in params
+    parts.append(compare("top-p", tops, pp.get("top_p")))
+    caps = sorted({f"{k.removeprefix('max_tokens').strip('_') or 'all'} {num(v)}" for p in params
                    for k, v in p.items() if k.startswith("max_tokens") and v is not None})
     if not caps:
-        caps = sorted({f"all {_num(s['max_tokens'])}" for s in samplings if s.get("max_tokens") is not None})
+        caps = sorted({f"all {num(s['max_tokens'])}" for s in samplings if s.get("max_tokens") is not None})
     parts.append(f"max tokens {', '.join(caps) or 'not recorded'}"
                  + ("" if pp.get("max_tokens") is None else f" vs paper {pp['max_tokens']}")
                  + (" (paper: not stated)" if pp.get("max_tokens") is None else ""))
     for key, want in (row.get("paper_settings") or {}).items():
-        parts.append(_compare(key, sorted({p[key] for p in params if p.get(key) is not None}, key=str), want))
+        parts.append(compare(key, sorted({p[key] for p in params if p.get(key) is not None}, key=str), want))
     if row.get("paper_trained"):
         adapters = sorted({str(c["adapter"]) for c in calls if c.get("adapter")})
         parts.append(f"adapters {', '.join(adapters)}" if adapters else
@@ -264,10 +238,10 @@ def bench_protocol(b: str, runs: list[Any], exp: dict[str, Any], label: str) -> 
         return f"not run; paper: {paper_split}"
     splits, sizes, scorer = set(), set(), set()
     for r in runs:
-        data = _run_meta(r).get("data") or {}
         cfg_b = r.config().get("benchmark") or {}
-        splits.add(str(data.get("split") or cfg_b.get("split") or "not recorded"))
-        sizes.add((int(data.get("selected") or r.selected), data.get("total")))
+        split, selected, total = split_of(r)
+        splits.add(split)
+        sizes.add((selected, total))
         keys = [f"{k}={cfg_b.get(k)}" for k in (exp.get("scorer_keys") or {}).get(b, [])]
         judged = ((r.config().get("roles") or {}).get("judge") or {}).get("name")
         scorer.add(("judge " + str(judged) + " beside; " if judged else "")
