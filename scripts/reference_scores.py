@@ -168,6 +168,10 @@ def records(cells: list[Cell], root: Path, experiment: str, backbone_label: str,
 
 
 def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
+    """Protocols, missing reasons and sources are numbered notes, so each row stays one line."""
+    from scripts.render import Footnotes
+
+    foot = Footnotes()
     t = Table(f"Reference scores: {backbone} (our 95% interval vs the published number)",
               ["Cell", "Protocol", "n", "Ours % [95% CI]", "Published", "Verdict", "Gap", "Stop", "Run"])
     for r in recs:
@@ -175,12 +179,17 @@ def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
         if r["status"] == "ok":
             ci = "" if r.get("ci_low") is None else f" [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
             ours = f"{fmt(r['score_pct'])}{ci}"
-        t.rows.append([r["label"], r["protocol"] or "—", f"{r.get('n', '')}/{r.get('selected', '')}"
-                       if r.get("selected") else "—", ours, fmt(r["published"]), r["verdict"],
-                       fmt(r.get("gap")) if r.get("gap") is not None else "—", r.get("stop_share") or "—",
-                       r.get("run") or "—"])
-    sources = sorted({r["source"] for r in recs if r["source"]})
-    t.notes = [*notes, *[f"Source: {s}" for s in sources],
+        protocol = f"{r['method']} × {r['benchmark']}" if r["method"] else "—"
+        if r["protocol"]:
+            protocol += f" ({foot.marks([r['protocol']])})"
+        verdict = r["verdict"]
+        if r["status"] == "missing":
+            verdict = f"missing ({foot.marks([verdict])})"
+        published = fmt(r["published"]) + (f" ({foot.marks(['Source: ' + r['source']])})" if r["source"] else "")
+        t.rows.append([r["label"], protocol, f"{r.get('n', '')}/{r.get('selected', '')}" if r.get("selected") else "—",
+                       ours, published, verdict, fmt(r.get("gap")) if r.get("gap") is not None else "—",
+                       r.get("stop_share") or "—", r.get("run") or "—"])
+    t.notes = [*notes, *foot.notes(),
                "Gap = ours − published (points). Verdict: whether the published number lies inside our 95% "
                "interval (Wilson over problems); an incomplete run is never a number. Stop = replies that ended "
                "with finish_reason=stop. Findings: docs/reference-scores.md."]

@@ -117,7 +117,7 @@ def test_table_from_recorded_runs_marks_inside_and_outside_the_interval(tmp_path
         metrics = json.loads((root / r["run"] / "metrics.json").read_text())
         assert metrics["complete"] and metrics["n"] == 4 and r["n"] == "4"
     md = (root / "reference_scores" / "local.md").read_text()
-    assert "| HumanEval (EvalPlus base) | Qwen | 4/4 | 75.0 [30.1, 95.4] | 61.6 | inside |" in md
+    assert "| HumanEval (EvalPlus base) | qwen_evalplus × humaneval_evalplus (1) | 4/4 | 75.0 [30.1, 95.4] | 61.6 (2) | inside |" in md
     assert "OUTSIDE" in md and (root / "reference_scores" / "local.png").stat().st_size > 0
     # what the Qwen cell sent: system line, user template, the prefill, its stop list and max tokens
     qwen = [r for b in backbones for r in b.requests if r[0][-1]["role"] == "assistant"]
