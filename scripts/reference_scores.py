@@ -87,7 +87,7 @@ def cells_for(backbone: str, cfg: dict[str, Any], bb_cfg: dict[str, Any]) -> tup
                     "add its published numbers under `backbones:`"]
     api = cfg["api"]
     sample = [f"sample={int(api['sample'])}", f"benchmark.sample_seed={int(api['sample_seed'])}"]
-    cells = [Cell(name=f"{b}_{m}", label=f"{b} ({m.upper() if m == 'io' else m.capitalize()})", benchmark=b, method=m,
+    cells = [Cell(name=f"{b}_{m}", label=f"{b} ({ {'io': 'IO', 'cot': 'CoT'}.get(m, m)})", benchmark=b, method=m,
                   overrides=list(sample), protocol=f"ours: configs/method/{m}.yaml on a seeded sample of "
                                                    f"{api['sample']} of the Table 1 split",
                   source="DenoiseFlow Table 1: IO/CoT rows not recovered")
