@@ -25,6 +25,11 @@ class FolderBusy(RuntimeError):
     """Another live process holds the folder's lock."""
 
 
+class LockUnsupported(RuntimeError):
+    """The folder's file system refuses flock (e.g. Lustre mounted without ``-o flock``): one writer per
+    folder cannot be guaranteed there, so nothing runs (docs/cluster.md)."""
+
+
 class FolderLock:
     """``with FolderLock(folder, what="results folder"):`` — raises :class:`FolderBusy` when held elsewhere."""
 
@@ -51,6 +56,13 @@ class FolderLock:
                 f"{self.folder} is in use by another process ({holder}): a second process on one {self.what} "
                 "would pay every call twice and mix its results with the first's; wait for that process to "
                 "end (or stop it), then re-run this command") from None
+        except OSError as exc:  # ENOLCK, ENOSYS, EOPNOTSUPP: no lock, not a busy one
+            os.close(fd)
+            raise LockUnsupported(
+                f"cannot lock {self.path}: {exc.strerror or exc}: its file system does not support flock(2) (e.g. "
+                "Lustre without the flock mount option, NFS without lockd), so one writer per folder cannot be "
+                "guaranteed; put results_root on a file system whose locks work across hosts (docs/cluster.md)"
+            ) from exc
         os.ftruncate(fd, 0)
         info = {"pid": os.getpid(), "host": socket.gethostname(), "started": time.time(),
                 "command": " ".join(sys.argv)[:500]}
