@@ -13,11 +13,18 @@ vLLM server restarted on another port (or ``localhost`` vs ``127.0.0.1``) replay
 A cache that cannot be read or written raises :class:`CacheError` naming the file and the fix (never an
 sqlite traceback); a failed write comes after the call's ledger line (:mod:`harness.llm`), so the bill
 stays complete.
+
+On a local disk the file is in WAL mode. On a network file system (NFS, Lustre, GPFS, ...: a cluster's shared
+folder) it uses SQLite's rollback journal instead: WAL keeps its index in memory shared by the processes of one
+host and does not work over a network file system (sqlite.org/wal.html); the rollback journal relies on the file
+system's POSIX locks, the ones :mod:`harness.lock` needs across hosts too (docs/cluster.md).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import sqlite3
 import threading
 import time
@@ -59,8 +66,48 @@ class CacheError(OSError):
                 "again), or point cache.path=... elsewhere, or run without it with cache.mode=off")
 
 
+#: mount types whose files other hosts write too (/proc/self/mounts names); fuse.* file systems are network
+#: ones unless listed in LOCAL_FUSE
+NETWORK_FS = frozenset({"nfs", "nfs4", "cifs", "smb3", "smbfs", "lustre", "gpfs", "beegfs", "ceph", "glusterfs",
+                        "9p", "afs", "panfs", "orangefs", "pvfs2", "ocfs2", "gfs2", "wekafs"})
+LOCAL_FUSE = frozenset({"fuse.portal", "fuse.gvfsd-fuse", "fuse.lxcfs"})
+
+
+def _unescape(field: str) -> str:
+    """/proc/self/mounts writes space, tab, newline and backslash in paths as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
+
+
+def filesystem_type(path: str | Path, mounts: str | None = None) -> str:
+    """The mount type of the file system holding ``path`` (which need not exist yet): the longest mount point
+    above its real path in ``mounts`` (default: /proc/self/mounts). ``""`` when unknown (no /proc)."""
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+    target = Path(os.path.realpath(path))
+    best, kind = -1, ""
+    for line in mounts.splitlines():
+        parts = line.split()
+        if len(parts) < 3:
+            continue
+        point = Path(_unescape(parts[1]))
+        if (target == point or point in target.parents) and len(point.parts) > best:
+            best, kind = len(point.parts), parts[2]
+    return kind
+
+
+def journal_mode_for(path: str | Path) -> str:
+    """``wal`` on a local disk, ``delete`` (the rollback journal) on a network file system."""
+    kind = filesystem_type(path)
+    network = kind in NETWORK_FS or (kind.startswith("fuse.") and kind not in LOCAL_FUSE)
+    return "delete" if network else "wal"
+
+
 class ResponseCache:
-    """A small thread-safe SQLite key → JSON store. One connection, WAL mode."""
+    """A small thread-safe SQLite key → JSON store. One connection; WAL mode on a local disk, the rollback
+    journal on a network file system (:func:`journal_mode_for`)."""
 
     def __init__(self, path: str | Path, mode: CacheMode = "read-write") -> None:
         if mode not in MODES:
@@ -70,12 +117,26 @@ class ResponseCache:
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         self.write_error: CacheError | None = None  # the first failed write (the runner stops the run on it)
+        self.journal_mode = journal_mode_for(self.path)  # what the file's file system allows
         if mode != "off":
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._db = sqlite3.connect(str(self.path), check_same_thread=False, timeout=30)
-                self._db.execute("PRAGMA journal_mode=WAL")
-                self._db.execute("PRAGMA synchronous=NORMAL")
+                wanted, why = self.journal_mode, ("the file is in WAL mode and open elsewhere; WAL does not work "
+                                                  "on a network file system: stop that process, or give this "
+                                                  "host a cache on a local disk (docs/cluster.md)")
+                try:
+                    got = str(self._db.execute(f"PRAGMA journal_mode={wanted}").fetchone()[0]).lower()
+                except sqlite3.OperationalError as exc:  # "database is locked": leaving WAL needs it alone
+                    if wanted != "delete":
+                        raise
+                    raise sqlite3.OperationalError(f"{exc}: {why}") from exc
+                if wanted == "delete" and got == "wal":
+                    raise sqlite3.OperationalError(why)
+                self.journal_mode = got
+                # NORMAL never corrupts a WAL file (a power loss may drop the last commits); the rollback journal
+                # needs FULL, SQLite's default, for that
+                self._db.execute(f"PRAGMA synchronous={'NORMAL' if self.journal_mode == 'wal' else 'FULL'}")
                 self._db.execute(
                     "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL,"
                     " created REAL NOT NULL)")
