@@ -22,7 +22,7 @@ Actions:
 Write one "Thought: ..." line, then one "Action: ..." line. The Observation will be given to you.
 {memory}{scratchpad}"""
 
-_ACTION = re.compile(r"Action\s*\d*\s*:\s*(Search|Finish)\s*\[(.*)\]", re.S | re.I)
+_ACTION = re.compile(r"Action\s*\d*\s*:\s*(Search|Finish)\s*\[(.*)\]", re.DOTALL | re.IGNORECASE)
 
 
 @dataclass

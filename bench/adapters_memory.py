@@ -33,8 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf  # noqa: E402
-from harness.embedded.server import LocalServer, choose_threads, lora_adapters  # noqa: E402
+from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
+from harness.embedded.server import LocalServer, choose_threads, lora_adapters
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 PROMPT = ("You are reviewing a pull request for a Python library that parses configuration files. The change adds "

@@ -288,7 +288,7 @@ class OpenAICompatibleBackbone:
                 if lease is not None:
                     lease.done(raw.headers, resp.get("usage"))
                 break
-            except Exception as exc:  # noqa: BLE001 - classified below
+            except Exception as exc:  # classified below
                 kind = classify(exc)
                 wait = self.retry.delay(retries, _retry_after_seconds(exc), self._rng)
                 held = 0.0
@@ -399,7 +399,7 @@ class LlamaServerBackbone(OpenAICompatibleBackbone):
                                         body={"content": ch["message"]["content"], "add_special": False},
                                         cast_to=httpx.Response)
             tokens = r.json().get("tokens")
-        except Exception as exc:  # noqa: BLE001 - the completion arrived but cannot be billed: an error
+        except Exception as exc:  # the completion arrived but cannot be billed: an error
             raise BackboneError(f"{self.name}: counting a choice's tokens failed: {exc}",
                                 kind=classify(exc)) from exc
         return len(tokens or []) + (1 if ch.get("finish_reason") == "stop" else 0)

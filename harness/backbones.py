@@ -33,8 +33,8 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
     name = cfg["name"]
     kind = cfg.get("kind")
     price = Price.from_config(cfg.get("price"), name)
-    common = dict(name=name, price=price, params=cfg.get("params"),
-                  max_concurrency=int(cfg.get("max_concurrency", 4)))
+    common = {"name": name, "price": price, "params": cfg.get("params"),
+              "max_concurrency": int(cfg.get("max_concurrency", 4))}
     # harness.rate_limit: adaptive concurrency and pacing (default for kind openai), or fixed as before
     rate_limit = parse_rate_limit(cfg.get("rate_limit"), kind=kind)
     if kind == "openai":

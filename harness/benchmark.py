@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Hashable
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, Any
 
 from harness.types import Problem, Score
 
@@ -91,7 +92,7 @@ class Benchmark:
         """Run the public tests on a candidate; ``None`` when the benchmark has none."""
         return None
 
-    def tools(self, problem: Problem) -> list["Tool"]:
+    def tools(self, problem: Problem) -> list[Tool]:
         """The tools a method may call on ``problem`` (``ctx.tools`` / ``ctx.call_tool``).
 
         Called by the runner with the real problem; a tool's function runs on the scorer side and
@@ -116,13 +117,13 @@ class Benchmark:
                      "solution; returns {passed, total, results}.", {"text": "the candidate's full text"})]
 
     # ---- interactive environments --------------------------------------------------------------
-    def env_spec(self) -> "EnvSpec | None":
+    def env_spec(self) -> EnvSpec | None:
         """The ``env:`` block of the config (engine, params, process, max_steps, ...), if any."""
         from harness.env import EnvSpec
 
         return EnvSpec.from_config(self.cfg.get("env"))
 
-    def engine(self, problem: Problem) -> "Engine | None":
+    def engine(self, problem: Problem) -> Engine | None:
         """A custom in-process engine for ``problem`` (async ``reset``/``step``/``close``), or ``None``
         to build the one ``env.engine`` names (see :mod:`harness.env`)."""
         return None
@@ -136,7 +137,7 @@ class Benchmark:
         spec = self.env_spec()
         return None if spec is None or spec.max_steps is None else int(spec.max_steps)
 
-    async def score_episodes(self, episodes: list["Episode"], problem: Problem) -> Score:
+    async def score_episodes(self, episodes: list[Episode], problem: Problem) -> Score:
         """The problem's score from what the environment reported, never from the method's answer.
 
         Default: the last episode; its success flag when the environment reports one, else its
@@ -163,5 +164,6 @@ def build_benchmark(cfg: dict[str, Any]) -> Benchmark:
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} cannot be imported ({exc})") from exc
     if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
-        raise ValueError(f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} is not a harness.benchmark.Benchmark")
+        msg = f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} is not a harness.benchmark.Benchmark"
+        raise ValueError(msg)  # noqa: TRY004 - a config error: harness.run prints a ValueError in one line
     return cls(cfg)

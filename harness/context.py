@@ -66,7 +66,7 @@ class RunContext:
             self.resources[name] = factory()
         return self.resources[name]
 
-    def for_problem(self, problem: ProblemView, calls: list[CallRecord] | None = None) -> "ProblemContext":
+    def for_problem(self, problem: ProblemView, calls: list[CallRecord] | None = None) -> ProblemContext:
         """``calls`` is the list the attempt's ledger records go into (the runner's writes them as they come)."""
         return ProblemContext(self, problem, next(self._keys), calls)
 

@@ -24,7 +24,8 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 

@@ -46,9 +46,12 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from harness.types import Problem
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+
+    from typing_extensions import Self
 
 
 class EnvironmentFailure(RuntimeError):
@@ -115,7 +118,7 @@ class EnvSpec:
     workers: int | None = None
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any] | None) -> "EnvSpec | None":
+    def from_config(cls, cfg: dict[str, Any] | None) -> EnvSpec | None:
         if not cfg:
             return None
         known = {f for f in cls.__dataclass_fields__}
@@ -226,7 +229,7 @@ class _Worker:
             raise EnvironmentFailure(f"environment worker died (exit code {self.proc.exitcode})") from None
 
     async def start(self) -> None:
-        kind, msg, tb = await self._recv(max(self.timeout, 60.0))
+        kind, msg, _tb = await self._recv(max(self.timeout, 60.0))
         if kind != "ready":
             self.kill()
             raise EnvironmentFailure(msg)
@@ -239,7 +242,7 @@ class _Worker:
         except (BrokenPipeError, OSError) as exc:
             self.kill()
             raise EnvironmentFailure(f"environment worker died (exit code {self.proc.exitcode})") from exc
-        kind, payload, tb = await self._recv(self.timeout)
+        kind, payload, _tb = await self._recv(self.timeout)
         if kind == "error":
             raise EnvironmentFailure(f"environment {op} failed in the worker: {payload}")
         return StepResult(**payload)
@@ -421,7 +424,7 @@ class EnvHost:
         except EnvironmentFailure as exc:
             self.failure = self.failure or str(exc)
             raise
-        except Exception as exc:  # noqa: BLE001 - a custom engine (Benchmark.engine) raised
+        except Exception as exc:  # a custom engine (Benchmark.engine) raised
             self.failure = self.failure or f"environment failed: {type(exc).__name__}: {exc}"
             raise EnvironmentFailure(self.failure) from exc
 
@@ -494,15 +497,15 @@ class EnvSession:
     def __await__(self):  # ``s = await ctx.env()``
         return self._open().__await__()
 
-    async def _open(self) -> "EnvSession":
+    async def _open(self) -> EnvSession:
         if self._sid is None:
             self._sid = self._host_of().open()
         return self
 
-    async def __aenter__(self) -> "EnvSession":
+    async def __aenter__(self) -> Self:
         return await self._open()
 
-    async def __aexit__(self, *exc: Any) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     @property

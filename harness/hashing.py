@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 CHUNK = 1 << 20  # 1 MiB streaming block
 

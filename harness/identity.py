@@ -17,7 +17,6 @@ import copy
 import hashlib
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 from harness.results import RunPaths, read_json, write_json_atomic

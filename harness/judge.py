@@ -24,7 +24,8 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 JUDGE_ROLE = "judge"
 JUDGE_STAGE = "judge"
@@ -46,7 +47,7 @@ class JudgeSpec:
     max_attempts: int = 1
 
     @classmethod
-    def from_config(cls, cfg: dict[str, Any] | None) -> "JudgeSpec | None":
+    def from_config(cls, cfg: dict[str, Any] | None) -> JudgeSpec | None:
         """The benchmark's ``judge:`` block, or None when absent or ``enabled: false``."""
         if not cfg or not cfg.get("enabled", False):
             return None

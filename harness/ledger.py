@@ -23,7 +23,7 @@ class Price:
     output_per_1m: float
 
     @classmethod
-    def from_config(cls, cfg: Any, backbone_name: str) -> "Price":
+    def from_config(cls, cfg: Any, backbone_name: str) -> Price:
         if cfg is None:
             raise ValueError(
                 f"backbone '{backbone_name}' has no price: set `price: 0` in "
@@ -94,7 +94,7 @@ class CallSummary:
     by_role: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, records: list[CallRecord] | list[dict[str, Any]]) -> "CallSummary":
+    def of(cls, records: list[CallRecord] | list[dict[str, Any]]) -> CallSummary:
         s = cls()
         for r in records:
             d = r if isinstance(r, dict) else r.to_dict()
@@ -135,7 +135,7 @@ class CallLog(list):
     """One problem attempt's calls. Each record appended is also written to ``calls.jsonl`` at once (tagged
     with the attempt id), so the file is the bill even when the problem later errors or the run is killed."""
 
-    def __init__(self, ledger: "LedgerFile", attempt: str, journal: "LedgerFile | None" = None) -> None:
+    def __init__(self, ledger: LedgerFile, attempt: str, journal: LedgerFile | None = None) -> None:
         super().__init__()
         self.ledger = ledger
         self.attempt = attempt
@@ -164,7 +164,7 @@ class LedgerFile:
     def write(self, row: dict[str, Any]) -> None:
         try:
             if self._fh is None:
-                self._fh = open(self.path, "a", encoding="utf-8")
+                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - one handle for the run, closed by close()
             self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             self._fh.flush()
             if self.fsync:

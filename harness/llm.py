@@ -18,7 +18,8 @@ import hashlib
 import json
 import time
 import uuid
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
 from harness.cache import ResponseCache, cache_key
@@ -139,7 +140,7 @@ class LLMClient:
                 raise cancelled[0] if cancelled else failures[0]
         return [results[i] for i in indices]
 
-    async def _fetch(self, call: "_Call", messages: list[Message], per_sample: dict[int, tuple[dict[str, Any], str]],
+    async def _fetch(self, call: _Call, messages: list[Message], per_sample: dict[int, tuple[dict[str, Any], str]],
                      group: list[int], results: dict[int, Completion]) -> None:
         params = per_sample[group[0]][0]
         kwargs = {} if call.adapter is None else {"adapter": call.adapter}
@@ -166,7 +167,7 @@ class LLMClient:
                 call.failure(time.perf_counter() - start, group[0], params, "cancelled: the run stopped while "
                              "this request was in flight", "cancelled", 1, None, rid)
                 raise
-            except Exception as exc:  # noqa: BLE001 - recorded, then raised to the method
+            except Exception as exc:  # recorded, then raised to the method
                 self.failed_calls += 1
                 msg = f"{type(exc).__name__}: {exc}"
                 if self.first_error is None:
@@ -232,7 +233,7 @@ class RateStats:
 class _Call:
     """Writes the ledger records of one ``generate`` call (shared fields computed once)."""
 
-    __slots__ = ("llm", "sink", "problem_id", "stage", "role", "adapter", "adapter_sha256", "journal")
+    __slots__ = ("adapter", "adapter_sha256", "journal", "llm", "problem_id", "role", "sink", "stage")
 
     def __init__(self, llm: LLMClient, sink: Callable[[CallRecord], None], problem_id: str, stage: str, role: str,
                  adapter: str | None, adapter_identity: dict[str, Any] | None) -> None:

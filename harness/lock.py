@@ -16,7 +16,10 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+
+    from typing_extensions import Self
 
 LOCK_NAME = ".lock"
 
@@ -39,7 +42,7 @@ class FolderLock:
         self.path = self.folder / LOCK_NAME
         self._fd: int | None = None
 
-    def acquire(self) -> "FolderLock":
+    def acquire(self) -> FolderLock:
         from harness.results import ResultsWriteError
 
         try:
@@ -91,10 +94,10 @@ class FolderLock:
             else:
                 child.unlink()
 
-    def __enter__(self) -> "FolderLock":
+    def __enter__(self) -> Self:
         return self.acquire()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.release()
 
 

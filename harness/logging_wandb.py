@@ -42,7 +42,7 @@ class WandbLogger:
         self.run = self.wandb.init(**{k: v for k, v in kwargs.items() if v is not None})
 
     @classmethod
-    def from_config(cls, full_config: dict[str, Any], **kw: Any) -> "WandbLogger | None":
+    def from_config(cls, full_config: dict[str, Any], **kw: Any) -> WandbLogger | None:
         """A logger if ``full_config['logger']['name'] == 'wandb'``, else None."""
         lc = full_config.get("logger") or {}
         if (lc.get("name") if isinstance(lc, dict) else lc) != "wandb":

@@ -18,7 +18,8 @@ def git_state(root: Path | None = None) -> dict[str, Any]:
 
     def git(*args: str) -> str:
         try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10,
+                                  check=False).stdout.strip()  # not a repository / no git: "" (recorded as such)
         except (OSError, subprocess.SubprocessError):
             return ""
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import Any, Awaitable, Callable, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, runtime_checkable
 
 from harness.context import ProblemContext
 from harness.types import Solution

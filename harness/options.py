@@ -6,7 +6,8 @@ applied over the given values, then the dataclass checks itself (``validate()``)
 from __future__ import annotations
 
 from dataclasses import fields
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -51,7 +51,8 @@ import warnings
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 MODES = ("adaptive", "fixed")
 DIMS = ("requests", "tokens")
@@ -455,10 +456,10 @@ class Snapshot:
 class Lease:
     """One request's slot and charge; :meth:`done` or :meth:`failed` releases it (exactly once)."""
 
-    __slots__ = ("ctl", "costs", "base", "n", "max_tokens", "reserved_at", "sent_at", "waited_s", "queue_s", "contended",
-                 "paced", "open")
+    __slots__ = ("base", "contended", "costs", "ctl", "max_tokens", "n", "open", "paced", "queue_s", "reserved_at",
+                 "sent_at", "waited_s")
 
-    def __init__(self, ctl: "RateController", costs: dict[str, float], base: float, n: int,
+    def __init__(self, ctl: RateController, costs: dict[str, float], base: float, n: int,
                  max_tokens: int | None) -> None:
         self.ctl, self.costs, self.base, self.n, self.max_tokens = ctl, costs, base, n, max_tokens
         self.reserved_at = 0.0

@@ -163,8 +163,8 @@ class ResultWriter:
                 raise ValueError(f"prediction attempt {prediction['attempt']} != its calls' {calls.attempt}")
         elif calls:
             with open(self.paths.calls, "a", encoding="utf-8") as fh:
-                for c in calls:
-                    fh.write(json.dumps({**c.to_dict(), "attempt": prediction["attempt"]}, ensure_ascii=False) + "\n")
+                fh.writelines(json.dumps({**c.to_dict(), "attempt": prediction["attempt"]}, ensure_ascii=False) + "\n"
+                              for c in calls)
                 fh.flush()
                 if self.fsync:
                     os.fsync(fh.fileno())

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 DEFAULT = "default"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 import json
+import math
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import hydra
 from omegaconf import DictConfig, OmegaConf
@@ -74,7 +75,7 @@ def run_from_config(container: dict) -> dict:
         wb.log_run(spec, metrics)
         wb.finish()
     score = metrics["score_pct"]  # NaN when nothing was answered: printed as null (strict JSON)
-    line = {"run": str(spec.out_dir), "score_pct": None if score != score else round(score, 2), "n": metrics["n"],
+    line = {"run": str(spec.out_dir), "score_pct": None if math.isnan(score) else round(score, 2), "n": metrics["n"],
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
             "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"],
             "n_errors": metrics.get("n_errors", 0), "complete": metrics.get("complete")}

@@ -428,7 +428,7 @@ class Runner:
                 return await self.benchmark.score(solution.answer, problem)
             except RUN_LEVEL:
                 raise
-            except Exception:  # noqa: BLE001 - retried, then the caller makes it the problem's error
+            except Exception:  # retried, then the caller makes it the problem's error
                 if attempt >= retries:
                     raise
         raise AssertionError("unreachable")

@@ -13,7 +13,8 @@ import inspect
 import json
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 SUMMARY_CHARS = 300  # how much of a tool's arguments / result a record keeps
 

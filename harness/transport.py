@@ -74,7 +74,7 @@ class LeanPost:
         await self._client.close()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def default_ssl_context(library: str) -> ssl.SSLContext:
     """``library``'s own default verifying context (its CA bundle; ``SSL_CERT_FILE``/``SSL_CERT_DIR`` honoured as
     it would), built once per process: loading the CA bundle cost ~37 ms per HTTP client, and every run built

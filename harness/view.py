@@ -20,7 +20,8 @@ from __future__ import annotations
 import copy
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from harness.benchmark import Benchmark
 from harness.env import EnvHost
@@ -47,7 +48,7 @@ class ProblemView:
                          "do); see docs/writing-a-method.md")
 
     @classmethod
-    def of(cls, problem: Problem, hidden: frozenset[str] = frozenset()) -> "ProblemView":
+    def of(cls, problem: Problem, hidden: frozenset[str] = frozenset()) -> ProblemView:
         fields = {k: copy.deepcopy(v) for k, v in problem.fields.items() if k not in hidden}
         return cls(problem.id, problem.index, fields, problem.benchmark)
 
@@ -64,7 +65,7 @@ class BenchmarkInfo:
     max_steps: int | None
 
     @classmethod
-    def of(cls, bench: Benchmark) -> "BenchmarkInfo":
+    def of(cls, bench: Benchmark) -> BenchmarkInfo:
         return cls(bench.name, bench.domain, bench.version, bench.answer_instruction, bench.is_environment,
                    bench.max_steps)
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from evaluators.base import Benchmark
-from harness.compose import compose  # noqa: F401 - the tests import it from here
+from harness.compose import compose  # the tests import it from here
 from harness.runner import RunSpec, Runner
 from harness.types import Problem, Score
 
@@ -35,7 +35,7 @@ class EchoBenchmark(Benchmark):
 
 
 # CI: a missing optional dependency fails, never skips (hooks of tests/strict_deps.py)
-from tests.strict_deps import pytest_make_collect_report, pytest_runtest_makereport  # noqa: E402,F401
+from tests.strict_deps import pytest_make_collect_report, pytest_runtest_makereport  # noqa: F401
 
 #: pytest-timeout for slow-marked tests (the default, pyproject's ``timeout``, is 300 s)
 SLOW_TIMEOUT_S = 900

@@ -175,8 +175,8 @@ def fake(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FakeDists:
 
 
 def _spec(**kw) -> ModelSpec:
-    base = dict(name="fake-model", packages=[(f"fake-part{i}", "1.0") for i in (1, 2, 3)],
-                chunk_glob="data/part*.bin", sha256=BLOB_SHA, size=len(BLOB), params=1e3)
+    base = {"name": "fake-model", "packages": [(f"fake-part{i}", "1.0") for i in (1, 2, 3)],
+            "chunk_glob": "data/part*.bin", "sha256": BLOB_SHA, "size": len(BLOB), "params": 1e3}
     base.update(kw)
     return ModelSpec(**base)
 

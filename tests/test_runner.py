@@ -98,7 +98,7 @@ def test_a_failing_problem_scores_zero_keeps_going_and_is_retried(tmp_path, tiny
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:explode_on_p3", "params": {}})
     metrics = run(spec, ScriptedBackbone(arithmetic))
     preds, _, _ = load(spec)
-    bad = [p for p in preds if p["id"] == "p3"][0]
+    bad = next(p for p in preds if p["id"] == "p3")
     assert bad["status"] == "error" and "boom" in bad["error"] and bad["score"] == 0
     # an error is not a wrong answer: out of the headline, counted apart, and the run is not complete
     assert metrics["n"] == 7 and metrics["n_errors"] == 1 and metrics["complete"] is False
@@ -114,7 +114,7 @@ def test_a_failing_problem_scores_zero_keeps_going_and_is_retried(tmp_path, tiny
 def test_malformed_output_scores_zero_with_raw_output_kept(tmp_path, tiny_data):
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=2)
     run(spec, ScriptedBackbone(lambda m, s: "I refuse to answer."))
-    preds, _, metrics = load(spec)
+    preds, _, _ = load(spec)
     assert all(p["score"] == 0 and p["raw_output"] == "I refuse to answer." and p["extracted"] is None for p in preds)
 
 
@@ -167,7 +167,7 @@ def test_a_scorer_crash_is_an_error_not_a_zero(tmp_path, tiny_data):
     spec.benchmark_cfg["kind"] = "tests.test_runner.RaisingScorer"
     metrics = run(spec, ScriptedBackbone(arithmetic))
     preds, _, _ = load(spec)
-    bad = [p for p in preds if p["id"] == "p1"][0]
+    bad = next(p for p in preds if p["id"] == "p1")
     assert bad["status"] == "error" and "ScoringError" in bad["error"] and "scorer bug" in bad["error"]
     assert metrics["n"] == 2 and metrics["n_errors"] == 1 and metrics["complete"] is False
 

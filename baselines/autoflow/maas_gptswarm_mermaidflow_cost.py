@@ -123,7 +123,7 @@ def estimate(method: str, benchmark: str, *, reply_words: int = 215, optimizer_w
     s_in = per_solve[1] * paper_solves + (op * TOKENS_PER_WORD / measured_opt_rounds) * opt_rounds
     s_out = per_solve[2] * paper_solves + (oo * TOKENS_PER_WORD / measured_opt_rounds) * opt_rounds
     t_solves = n_test * TEST_SEEDS
-    usd = lambda i, o: (i * PRICE[0] + o * PRICE[1]) / 1e6  # noqa: E731
+    usd = lambda i, o: (i * PRICE[0] + o * PRICE[1]) / 1e6
     return {"method": method, "benchmark": benchmark, "validate": n_val, "test": n_test,
             "calls_per_solve": round(per_solve[0], 2), "search_calls": round(s_calls),
             "search_prompt_tokens": round(s_in), "search_completion_tokens": round(s_out),

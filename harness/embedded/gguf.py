@@ -35,8 +35,8 @@ from harness.hashing import sha256_file
 
 __all__ = [
     "CACHE_ENV",
-    "GGUFError",
     "KNOWN_MODELS",
+    "GGUFError",
     "ModelIntegrityError",
     "ModelNotInstalledError",
     "ModelSpec",
@@ -115,7 +115,7 @@ class ModelSpec:
         """
         gguf = cfg.get("gguf", cfg)
         if not isinstance(gguf, Mapping):
-            raise ValueError("backbone config: `gguf` must be a mapping")
+            raise ValueError("backbone config: `gguf` must be a mapping")  # noqa: TRY004 - a config error, one line
         path = gguf.get("path")
         packages = gguf.get("packages")
         the_name = name or cfg.get("name") or gguf.get("name")

@@ -129,9 +129,9 @@ class PeftBackbone:
         temperature = float(sampling.get("temperature") or 0.0)
         stop = sampling.get("stop")
         stop = [stop] if isinstance(stop, str) else list(stop or [])
-        kw: dict[str, Any] = dict(max_new_tokens=int(sampling.get("max_tokens") or 256), num_return_sequences=n,
-                                  eos_token_id=self._eos, pad_token_id=self._tok.pad_token_id or self._eos[0],
-                                  return_dict_in_generate=True, output_logits=bool(sampling.get("logprobs")))
+        kw: dict[str, Any] = {"max_new_tokens": int(sampling.get("max_tokens") or 256), "num_return_sequences": n,
+                              "eos_token_id": self._eos, "pad_token_id": self._tok.pad_token_id or self._eos[0],
+                              "return_dict_in_generate": True, "output_logits": bool(sampling.get("logprobs"))}
         if temperature > 0:
             kw.update(do_sample=True, temperature=temperature, top_p=float(sampling.get("top_p") or 1.0))
         else:

@@ -56,7 +56,10 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # typing.Self is Python 3.11+
+    from typing_extensions import Self
 
 __all__ = [
     "LOCAL_URL_ENV",
@@ -86,15 +89,15 @@ IMPLS = ("llama-server", "python")
 # when the installed package cannot be introspected; plus the two variables its
 # __main__ reads directly.
 _SETTINGS_FALLBACK = frozenset(
-    """model model_alias n_gpu_layers split_mode main_gpu tensor_split vocab_only use_mmap
-    use_mlock kv_overrides rpc_servers seed n_ctx n_batch n_ubatch n_threads n_threads_batch
-    rope_scaling_type rope_freq_base rope_freq_scale yarn_ext_factor yarn_attn_factor
-    yarn_beta_fast yarn_beta_slow yarn_orig_ctx mul_mat_q logits_all embedding offload_kqv
-    flash_attn last_n_tokens_size lora_base lora_path numa chat_format chat_template_kwargs
-    clip_model_path cache cache_type cache_size hf_tokenizer_config_path
-    hf_pretrained_model_name_or_path hf_model_repo_id draft_model draft_model_num_pred_tokens
-    type_k type_v verbose host port ssl_keyfile ssl_certfile api_key interrupt_requests
-    disable_ping_events root_path models config_file""".split()
+    ["model", "model_alias", "n_gpu_layers", "split_mode", "main_gpu", "tensor_split", "vocab_only", "use_mmap",
+     "use_mlock", "kv_overrides", "rpc_servers", "seed", "n_ctx", "n_batch", "n_ubatch", "n_threads",
+     "n_threads_batch", "rope_scaling_type", "rope_freq_base", "rope_freq_scale", "yarn_ext_factor",
+     "yarn_attn_factor", "yarn_beta_fast", "yarn_beta_slow", "yarn_orig_ctx", "mul_mat_q", "logits_all", "embedding",
+     "offload_kqv", "flash_attn", "last_n_tokens_size", "lora_base", "lora_path", "numa", "chat_format",
+     "chat_template_kwargs", "clip_model_path", "cache", "cache_type", "cache_size", "hf_tokenizer_config_path",
+     "hf_pretrained_model_name_or_path", "hf_model_repo_id", "draft_model", "draft_model_num_pred_tokens", "type_k",
+     "type_v", "verbose", "host", "port", "ssl_keyfile", "ssl_certfile", "api_key", "interrupt_requests",
+     "disable_ping_events", "root_path", "models", "config_file"]
 )
 
 
@@ -183,8 +186,7 @@ def _free_port(host: str = HOST) -> int:
 
 def _normalise_url(url: str) -> str:
     url = url.strip().rstrip("/")
-    if url.endswith("/v1"):
-        url = url[: -len("/v1")]
+    url = url.removesuffix("/v1")
     return url
 
 
@@ -575,7 +577,7 @@ class LocalServer:
             self._log_fh = None
         return rc
 
-    def __enter__(self) -> LocalServer:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -672,7 +674,7 @@ class ServerPool:
     def _check_external(url: str, key: ServerKey) -> None:
         try:
             ids = served_models(url, timeout=10.0)
-        except Exception as e:  # noqa: BLE001 - reported with the URL
+        except Exception as e:  # reported with the URL
             raise LocalServerError(f"{LOCAL_URL_ENV}={url} does not answer /v1/models: {e}") from e
         wanted = {key.model_alias, key.model_path, Path(key.model_path).name}
         if not any(i in wanted or Path(i).name in wanted for i in ids):
@@ -697,13 +699,13 @@ class ServerPool:
         for s in servers:
             s.stop()
 
-    def __enter__(self) -> ServerPool:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def __aenter__(self) -> ServerPool:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
