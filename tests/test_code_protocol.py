@@ -221,6 +221,8 @@ def _not_on_mbpp(name: str) -> str | None:
         return "runs a workflow found by a search (tests/test_autoflow_*.py)"
     if params.get("designer_adapter"):
         return "needs a trained designer adapter (tests/test_dyflow_train*.py)"
+    if params.get("prefill") and params.get("prefill_in_reply", True):
+        return "a model maker's protocol: the reply must continue its prefilled turn (tests/test_reference_scores*.py)"
     return None
 
 
