@@ -219,6 +219,8 @@ def _not_on_mbpp(name: str) -> str | None:
         return "acts in an environment (tests/test_agents*.py, tests/test_auq*.py)"
     if "artifact" in params:
         return "runs a workflow found by a search (tests/test_autoflow_*.py)"
+    if params.get("evidence") == "required":
+        return "a research agent: refuses a task without a search tool (tests/test_auq_deepresearch.py)"
     if params.get("designer_adapter"):
         return "needs a trained designer adapter (tests/test_dyflow_train*.py)"
     if params.get("prefill") and params.get("prefill_in_reply", True):
