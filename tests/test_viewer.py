@@ -194,7 +194,8 @@ def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Pat
     a = v["auq"]
     assert [s["system2"] for s in a["steps"]] == [False, True, True]           # counter 0 -> 1 -> 2, then stop
     assert a["steps"][1]["c_init"] == 0.5 and a["steps"][1]["c_final"] == 0.9 and a["tau"] == 0.85
-    assert a["curve"].count("<circle") == len(a["steps"]) and 'r="5"' in a["curve"]      # System 2 drawn bigger
+    assert a["curve"].count("<title>step") == 3 and a["curve"].count('r="5"') == 2      # System 2 steps stand out
+    assert "System 1 0.50, final 0.90 (System 2 fired)" in a["curve"]                     # where it dropped, and after
 
 
 def test_a_searched_methods_artifact_and_history(tmp_path: Path, tiny_data: Path):

@@ -78,7 +78,8 @@ def auq(trace: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] |
                      "trigger": a.get("trigger"), "c_init": a.get("c_init"), "c_final": a.get("c_final"),
                      "calls": extra.get("calls"), "detail": a or None, "raw": extra.get("raw")})
     tau = trace.get("tau")
-    points = [(r["c_final"] if r["c_final"] is not None else r["confidence"], r["system2"]) for r in rows]
+    points = [(r["c_init"] if r["c_init"] is not None else r["confidence"],
+               r["c_final"] if r["c_final"] is not None else r["confidence"], r["system2"]) for r in rows]
     return {"kind": "auq", "steps": rows, "tau": tau, "curve": svg.curve(points, tau=tau),
             "facts": {k: trace.get(k) for k in ("agent", "variant", "tau", "system2_triggers", "expansions",
                                                 "missing_confidence_steps")},

@@ -64,15 +64,32 @@ def dag(nodes: list[dict[str, Any]], *, width: int = 150, height: int = 44) -> M
     return Markup("".join(parts))
 
 
-def curve(points: list[tuple[float | None, bool]], *, tau: float | None = None, w: int = 560, h: int = 160) -> Markup:
-    """Confidence per step (``(confidence, system2 fired)``), a dashed line at the threshold ``tau``; a step
+def curve(points: list[tuple[float | None, float | None, bool]], *, tau: float | None = None, w: int = 560,
+          h: int = 160) -> Markup:
+    """Confidence per step: ``(System 1 confidence, final confidence, System 2 fired)``. The final confidence is
+    the solid line, System 1's the dashed grey one (a red stroke joins them where System 2 fired: where the
+    confidence dropped and what reflection made of it); a dashed red line is the threshold ``tau``. A step
     without a confidence is a gap marked with a grey tick, never drawn as 0."""
     if not points:
         return Markup("")
     pad = 28
     step = (w - 2 * pad) / max(1, len(points) - 1)
+
     def xy(i: int, c: float) -> tuple[float, float]:
         return pad + i * step, h - pad - c * (h - 2 * pad)
+
+    def lines(values: list[float | None], style: str) -> list[str]:
+        out, seg = [], []
+        for i, c in enumerate(values + [None]):
+            if c is None:
+                if len(seg) > 1:
+                    out.append(f'<polyline fill="none" {style} points="{" ".join(seg)}"/>')
+                seg = []
+            else:
+                x, y = xy(i, c)
+                seg.append(f"{x:.1f},{y:.1f}")
+        return out
+
     parts = [f'<svg class="curve" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">',
              f'<line x1="{pad}" y1="{h - pad}" x2="{w - pad}" y2="{h - pad}" stroke="#999"/>',
              f'<line x1="{pad}" y1="{pad}" x2="{pad}" y2="{h - pad}" stroke="#999"/>',
@@ -82,26 +99,21 @@ def curve(points: list[tuple[float | None, bool]], *, tau: float | None = None, 
         _, ty = xy(0, tau)
         parts.append(f'<line x1="{pad}" y1="{ty}" x2="{w - pad}" y2="{ty}" stroke="#c00" stroke-dasharray="5 4"/>'
                      f'<text x="{w - pad - 40}" y="{ty - 4}" font-size="10" fill="#c00">τ={tau}</text>')
-    segment: list[str] = []
-    for i, (c, _s2) in enumerate(points):
+    parts += lines([p[0] for p in points], 'stroke="#999" stroke-dasharray="3 3"')
+    parts += lines([p[1] for p in points], 'stroke="#1f5fbf"')
+    for i, (c1, c, s2) in enumerate(points):
+        x, _ = xy(i, 0)
+        parts.append(f'<text x="{x - 3:.1f}" y="{h - pad + 14}" font-size="10">{i + 1}</text>')
         if c is None:
-            if len(segment) > 1:
-                parts.append(f'<polyline fill="none" stroke="#1f5fbf" points="{" ".join(segment)}"/>')
-            segment = []
-            x, _ = xy(i, 0)
             parts.append(f'<line x1="{x}" y1="{h - pad - 6}" x2="{x}" y2="{h - pad + 6}" stroke="#999"/>')
             continue
-        x, y = xy(i, c)
-        segment.append(f"{x:.1f},{y:.1f}")
-    if len(segment) > 1:
-        parts.append(f'<polyline fill="none" stroke="#1f5fbf" points="{" ".join(segment)}"/>')
-    for i, (c, s2) in enumerate(points):
-        if c is None:
-            continue
-        x, y = xy(i, c)
-        colour = "#d33" if s2 else "#1f5fbf"
-        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if s2 else 3}" fill="{colour}">'
-                     f'<title>step {i + 1}: {c:.2f}{" (System 2)" if s2 else ""}</title></circle>')
-        parts.append(f'<text x="{x - 3:.1f}" y="{h - pad + 14}" font-size="10">{i + 1}</text>')
+        _, y = xy(i, c)
+        if s2 and c1 is not None:
+            _, y1 = xy(i, c1)
+            parts.append(f'<line x1="{x:.1f}" y1="{y1:.1f}" x2="{x:.1f}" y2="{y:.1f}" stroke="#d33" stroke-width="2"/>'
+                         f'<circle cx="{x:.1f}" cy="{y1:.1f}" r="3" fill="#fff" stroke="#d33"/>')
+        first = "" if c1 is None or not s2 else f"System 1 {c1:.2f}, "
+        parts.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{5 if s2 else 3}" fill="{"#d33" if s2 else "#1f5fbf"}">'
+                     f'<title>step {i + 1}: {first}final {c:.2f}{" (System 2 fired)" if s2 else ""}</title></circle>')
     parts.append("</svg>")
     return Markup("".join(parts))
