@@ -42,9 +42,12 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   const btn = document.getElementById("compare-btn");
   if (btn) {
-    const picks = () => Array.from(document.querySelectorAll("input.pick:checked")).map(x => x.value);
+    let order = [];  // the ticked runs in the order they were ticked: the first is A
+    const picks = () => order;
     document.querySelectorAll("input.pick").forEach(x => x.addEventListener("change", () => {
-      btn.disabled = picks().length !== 2;
+      order = order.filter(v => v !== x.value);
+      if (x.checked) order.push(x.value);
+      btn.disabled = order.length !== 2;
     }));
     btn.addEventListener("click", () => {
       const [a, b] = picks();
