@@ -20,6 +20,7 @@ docs/cluster.md.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -84,7 +85,7 @@ def run_point(container: dict) -> dict:
         skipped = False
     score = metrics["score_pct"]  # NaN when nothing was answered: null (strict JSON)
     incomplete = None if metrics.get("complete") else incomplete_message(metrics)
-    _report({"run": str(spec.out_dir), "skipped": skipped, "score_pct": None if score != score else round(score, 2),
+    _report({"run": str(spec.out_dir), "skipped": skipped, "score_pct": None if math.isnan(score) else round(score, 2),
              "n": metrics["n"], "n_errors": metrics.get("n_errors", 0), "complete": incomplete is None,
              "cost_usd": round(metrics["totals"]["cost_usd"], 6),
              "backbone_calls": 0 if skipped else metrics["this_invocation"]["backbone_calls"],

@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -65,15 +66,16 @@ def _free_port() -> int:
 
 
 def _sweep(tmp: Path, url: str, seeds: str, sweep_dir: Path, launcher: list[str],
-           env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+           env: dict[str, str] | None = None, cache: str | None = None) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "scripts.run_point", "-m", "method=cot", "benchmark=gsm8k", f"limit={LIMIT}",
            "experiment=launchers", f"seed={seeds}", "backbone=vllm", "backbone.name=fault",
            "backbone.model=fault-model", f"backbone.base_url={url}", "backbone.max_concurrency=1",
            "runner.max_concurrent_problems=1", "backbone.retry.max_attempts=2", "+backbone.retry.base_delay_s=0.01",
            "+backbone.retry.max_delay_s=0.05", "backbone.retry.timeout_s=20", "runner.progress=false",
-           f"results_root={tmp / 'results'}", f"cache.path={tmp / 'cache.sqlite'}",
+           f"results_root={tmp / 'results'}", f"cache.path={cache or tmp / 'cache.sqlite'}",
            f"hydra.sweep.dir={sweep_dir}", *launcher]
-    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, env=env or os.environ.copy())
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+                          env=env or os.environ.copy())
 
 
 def _points(sweep_dir: Path) -> dict[str, dict]:
@@ -101,15 +103,16 @@ def _first_questions(n: int) -> list[str]:
     return [p.fields["question"][:60] for p in problems]
 
 
-def resume_scenario(tmp: Path, launcher: list[str], env: dict[str, str] | None = None) -> None:
+def resume_scenario(tmp: Path, launcher: list[str], env: dict[str, str] | None = None,
+                    cache: str | None = None) -> None:
     q2 = _first_questions(LIMIT)[1]
     with CountingServer() as srv:
         srv.broken = {(1, q2)}  # point 1's second problem: 500 on every attempt
-        first = _sweep(tmp, srv.url, "1,2", tmp / "sweep1", launcher, env)
+        first = _sweep(tmp, srv.url, "1,2", tmp / "sweep1", launcher, env, cache)
         pass1 = {s: srv.requests_of(s) for s in (1, 2, 3)}
         srv.broken = set()
         srv.by_seed.clear()
-        second = _sweep(tmp, srv.url, "1,2,3", tmp / "sweep2", launcher, env)
+        second = _sweep(tmp, srv.url, "1,2,3", tmp / "sweep2", launcher, env, cache)
         pass2 = {s: srv.requests_of(s) for s in (1, 2, 3)}
         total2 = srv.received
     # 1st invocation: point 1 incomplete (its problem 2 failed twice, max_attempts=2): the sweep fails, but only
@@ -220,13 +223,14 @@ def ray_cluster():
     pytest.importorskip("ray")
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
+    node_cache = Path(tempfile.mkdtemp(prefix="node-cache"))  # the nodes' local cache folder (docs/cluster.md)
     port = _free_port()
     ray_bin = Path(sys.executable).with_name("ray")
     cmd = [str(ray_bin), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
            f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
            "--num-cpus=2", "--object-store-memory=100000000", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}"]
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "LAUNCHERS_NODE_CACHE": str(node_cache)}
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     lines: list[str] = []
@@ -242,10 +246,11 @@ def ray_cluster():
     try:
         if not started.wait(120) or proc.poll() is not None:
             raise RuntimeError("ray start --head did not come up in 120 s:\n" + "".join(lines[-40:]))
-        yield {"address": f"127.0.0.1:{port}", "env": env}
+        yield {"address": f"127.0.0.1:{port}", "env": env, "node_cache": node_cache}
     finally:
         _stop_group(proc)
         shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(node_cache, ignore_errors=True)
 
 
 def _stop_group(proc: subprocess.Popen) -> None:
@@ -275,7 +280,13 @@ def _ray(cluster) -> list[str]:
 
 @pytest.mark.slow
 def test_ray_launcher_resumes_and_skips_completed_points(tmp_path, ray_cluster):
-    resume_scenario(tmp_path, _ray(ray_cluster), ray_cluster["env"])
+    """cache.path from an environment variable resolves on the worker: the nodes' value, not the driver's."""
+    driver_env = {**ray_cluster["env"], "LAUNCHERS_NODE_CACHE": str(tmp_path / "driver-cache")}
+    resume_scenario(tmp_path, _ray(ray_cluster), driver_env, cache="${oc.env:LAUNCHERS_NODE_CACHE}/cache.sqlite")
+    node_cache = ray_cluster["node_cache"] / "cache.sqlite"
+    assert node_cache.exists() and not (tmp_path / "driver-cache").exists()
+    with sqlite3.connect(node_cache) as db:  # every answered call of the two sweeps: (1 + 2) + (1 + 2)
+        assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 6
 
 
 @pytest.mark.slow
