@@ -216,3 +216,80 @@ def test_self_play_collection_refuses_a_run_on_a_scored_split(tmp_path: Path, ca
         collect([root], tmp_path / "data")
     res = collect([root / "ok"], tmp_path / "data")                        # the train-split run alone is fine
     assert res.summary["runs"][0]["split"] == "train"
+
+
+def test_sft_cutoff_follows_llamafactory_and_keeps_the_target():
+    """LLaMA-Factory's cutoff_len rule, hand-checked in its three cases, against trl's keep_start, which cuts the
+    sequence's end (the designer's reply first); DyFlow's SFT recipe defaults to the first (issue 21)."""
+    from dyflow.train.pipeline import compose_stage
+    from training.cutoff import cut, split_lengths
+
+    assert split_lengths(3000, 100, 2048) == (1948, 100)     # a short target is kept whole, the source cut
+    assert split_lengths(500, 3000, 2048) == (500, 1548)     # a short source is kept whole, the target cut
+    assert split_lengths(3000, 1500, 2048) == (1366, 682)    # both long: 2048 * 1500 / 4500 = 682 target tokens
+    p, c = list(range(3000)), list(range(5000, 5100))
+    assert cut(p, c, 2048, "keep_start") == (p[:2048], [])   # trl: the prompt fills the cutoff, no target left
+    assert cut(p, c, 2048, "llamafactory") == (p[:1948], c)  # the prompt's end goes, the reply stays
+    assert cut(p[:10], c, 2048, "llamafactory") == (p[:10], c) == cut(p[:10], c, 2048, "keep_start")
+    assert compose_stage("sft", ["data=x", "out=y"])["truncation"] == "llamafactory"
+    assert compose_stage("sft", ["data=x", "out=y", "truncation=keep_start"])["truncation"] == "keep_start"
+
+
+def test_sft_run_counts_the_cut_examples_and_trains_on_the_kept_target(tmp_path: Path, capsys):
+    """A real SFT step on the tiny Qwen2 (real tokenizer and chat template): the cut examples are counted, printed
+    and recorded (result.json, the adapter's identity); under llamafactory trl trains on every target token, under
+    keep_start on the few the prompt leaves."""
+    from transformers import TrainerCallback
+
+    from training.cutoff import encode
+    from training.datasets import build_sft, find_runs, trace_examples
+    from training.fixtures import tiny_base
+    from training.train import _to_trl_rows, compose_config, train
+
+    run = tmp_path / "run"
+    run.mkdir()
+    long_prompt = "Design the next stage for this task: " + "the quick brown fox jumps over the lazy dog " * 8
+    preds = [{"id": f"p{i}", "status": "ok", "attempt": f"a{i}", "score": 1.0,
+              "trace": {"training_examples": [{"prompt": f"{long_prompt} (task {i})",
+                                               "completion": f"stage {i}: GENERATE_ANSWER then ORGANIZE_SOLUTION"}]}}
+             for i in range(3)] + [{"id": "short", "status": "ok", "attempt": "s", "score": 1.0,
+                                    "trace": {"training_examples": [{"prompt": "Hi", "completion": "stage"}]}}]
+    (run / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    (run / "meta.json").write_text(json.dumps({"run_id": "t/tiny/dyflow/b/1", "benchmark": {"name": "tiny"}}))
+    ds = build_sft(find_runs([run]), trace_examples(), tmp_path / "sft.jsonl")
+    tiny = tiny_base()
+    from harness.embedded.base_model import load_tokenizer, resolve_base
+
+    tok = load_tokenizer(resolve_base(str(tiny.hf_dir)))
+    lens = {r["prompt"][0]["content"]: tuple(map(len, encode(tok, r))) for r in _to_trl_rows("sft", ds.rows)}
+    prompt_len, target_len = lens[f"{long_prompt} (task 0)"]
+    cutoff = prompt_len + 3                     # the long examples keep 3 target tokens under keep_start
+    assert 2 * target_len < cutoff
+
+    class Labels(TrainerCallback):
+        seen: list[int] = []
+
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):  # noqa: ANN001
+            Labels.seen = sorted(sum(1 for x in ex["labels"] if x != -100) for ex in train_dataloader.dataset)
+
+    def run_sft(mode: str) -> dict:
+        out = tmp_path / mode
+        cfg = compose_config("sft", [f"data={ds.path}", f"base={tiny.hf_dir}", f"out={out}", "threads=2",
+                                     "max_steps=1", "batch_size=4", "grad_accum=1", "val_fraction=0",
+                                     "export_gguf=false", f"max_length={cutoff}", f"truncation={mode}"])
+        train(cfg, callbacks=[Labels()])
+        return json.loads((out / "result.json").read_text())
+
+    lf = run_sft("llamafactory")
+    short_target = lens["Hi"][1]
+    assert Labels.seen == sorted([short_target] + [lens[k][1] for k in lens if k != "Hi"])   # every target whole
+    rep = lf["cutoff"]
+    assert (rep["truncation"], rep["cutoff"], rep["examples"], rep["over_cutoff"]) == ("llamafactory", cutoff, 4, 3)
+    assert rep["llamafactory"]["target_cut"] == 0 and rep["keep_start"]["target_cut"] == 3
+    err = capsys.readouterr().err
+    assert f"SFT cutoff {cutoff} (truncation=llamafactory): 3 of 4 examples are longer" in err
+    ident = json.loads((tmp_path / "llamafactory" / "adapter" / "provenance.json").read_text())
+    assert ident["cutoff"]["over_cutoff"] == 3
+    ks = run_sft("keep_start")
+    assert Labels.seen == sorted([short_target] + [3] * 3)                                 # trl cut the replies
+    assert ks["cutoff"]["truncation"] == "keep_start" and ks["cutoff"]["keep_start"]["target_cut"] == 3

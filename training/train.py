@@ -284,6 +284,8 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     run_file = out / "run.json"
     if run_file.is_file():
         before = json.loads(run_file.read_text(encoding="utf-8"))
+        if kind == "sft":   # made before the option existed: trained with trl's own truncation
+            before.get("config", {}).setdefault("truncation", "keep_start")
         if str(cfg["resume"]).lower() in ("false", "no", "0"):
             raise TrainError(f"{out} already holds a training run; resume=auto continues it, or choose another out=")
         if before != json.loads(json.dumps(key, default=str)):
@@ -297,12 +299,15 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     run_file.write_text(json.dumps(key, indent=2, sort_keys=True, default=str) + "\n", encoding="utf-8")
 
     train_rows, val_rows = _split(_to_trl_rows(kind, data.rows), float(cfg["val_fraction"]), int(cfg["seed"]))
-    train_ds = HFDataset.from_list(train_rows)
-    eval_ds = HFDataset.from_list(val_rows) if val_rows else None
     dtype = _dtype(cfg)
     t_load = time.perf_counter()
     model, tok = load_base(base, dtype=dtype)
     load_s = time.perf_counter() - t_load
+    cutoff_report = None
+    if kind == "sft":   # how many examples the cutoff cuts, and the rule that cuts them (training/cutoff.py)
+        train_rows, val_rows, cutoff_report = _cut_sft(cfg, tok, train_rows, val_rows)
+    train_ds = HFDataset.from_list(train_rows)
+    eval_ds = HFDataset.from_list(val_rows) if val_rows else None
     init = None
     if cfg.get("init_adapter"):
         from peft import PeftModel
@@ -350,7 +355,7 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
                           "builder_version": data.provenance.get("builder_version")},
         "init_adapter": init, "config": cfg, "versions": _versions(), "steps": trainer.state.global_step,
         "first_loss": losses[0] if losses else None, "last_loss": losses[-1] if losses else None,
-        "eval_loss": evals[-1] if evals else None,
+        "eval_loss": evals[-1] if evals else None, "cutoff": cutoff_report,
     }
     if gguf is not None:
         write_identity(gguf, record)
@@ -360,10 +365,28 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
               "steps": trainer.state.global_step, "resumed_from": str(ckpt) if ckpt else None,
               "losses": losses, "eval_losses": evals, "seconds_per_step_median": sps, "load_s": round(load_s, 2),
               "train_s": round(train_s, 2), "export_s": export_s, "device": "cuda" if torch.cuda.is_available() else "cpu",
-              "threads": torch.get_num_threads()}
+              "threads": torch.get_num_threads(), "cutoff": cutoff_report}
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     return TrainResult(out, adapter_dir, gguf, record, losses, evals, trainer.state.global_step,
                        str(ckpt) if ckpt else None, sps)
+
+
+def _cut_sft(cfg: dict[str, Any], tok: Any, train_rows: list[dict], val_rows: list[dict]
+             ) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """Measure the cutoff on every SFT example (printed, recorded) and, under ``truncation=llamafactory``, hand
+    trl the rows already tokenized and cut by LLaMA-Factory's rule (trl's own ``max_length`` then cuts nothing);
+    ``truncation=keep_start`` leaves the rows to trl's truncation."""
+    from training.cutoff import MODES, describe, measure, tokenized_rows
+
+    mode = str(cfg.get("truncation", "keep_start"))
+    if mode not in MODES:
+        raise TrainError(f"truncation={mode!r}: choose one of {', '.join(MODES)} (configs/training/sft.yaml)")
+    cutoff = None if cfg.get("max_length") is None else int(cfg["max_length"])
+    report = {"truncation": mode, **measure(tok, train_rows + val_rows, cutoff)}
+    print(describe(report, mode), file=sys.stderr, flush=True)
+    if mode == "llamafactory":
+        train_rows, val_rows = tokenized_rows(tok, train_rows, cutoff, mode), tokenized_rows(tok, val_rows, cutoff, mode)
+    return train_rows, val_rows, report
 
 
 def _sha(path: Path) -> str:
