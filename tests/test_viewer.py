@@ -174,6 +174,7 @@ def test_method_views_dynagraph_dyflow_denoiseflow(tmp_path: Path, tiny_data: Pa
     df = v["denoiseflow"]
     assert df["regulate"]["route"] in ("direct", "branch", "refine", "full") and df["branches"]
     assert "u_slots" in df["sense"] and "first_verdict" in df["correct"] and df["clusters"]
+    assert 'data-id="s2"' in df["step_graph"] and len(df["steps"]) == 2                # the reasoning steps' graph
 
 
 def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Path, monkeypatch):

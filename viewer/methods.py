@@ -54,9 +54,19 @@ def denoiseflow(trace: dict[str, Any]) -> dict[str, Any] | None:
         return None
     pick = lambda *ks: {k: trace.get(k) for k in ks if k in trace}  # noqa: E731
     und = trace.get("understanding") or {}
-    return {"kind": "denoiseflow",
+    g = trace.get("graph") or {}
+    steps, u, up = g.get("steps") or [], g.get("u") or [], g.get("u_prop") or []
+    inputs: dict[int, list[str]] = {}
+    for e in g.get("edges") or []:
+        if isinstance(e, (list, tuple)) and len(e) >= 2:
+            inputs.setdefault(int(e[1]), []).append(f"s{int(e[0]) + 1}")
+    at = lambda xs, i: f"{xs[i]:.2f}" if i < len(xs) and isinstance(xs[i], (int, float)) else "—"  # noqa: E731
+    nodes = [{"id": f"s{i + 1}", "label": f"u={at(u, i)} → {at(up, i)}", "inputs": inputs.get(i, []),
+              "title": str(text), "status": "done"} for i, text in enumerate(steps)]
+    return {"kind": "denoiseflow", "steps": steps, "step_graph": svg.dag(nodes) if nodes else None,
+            "edges": g.get("edges") or [],
             "sense": pick("domain", "complexity", "u", "u_slots", "f_slot", "u_graph", "u_fused", "u_cal", "T"),
-            "regulate": pick("confidence", "thresholds", "route_initial", "route", "K", "r", "risk", "graph"),
+            "regulate": pick("confidence", "thresholds", "route_initial", "route", "K", "r", "risk"),
             "correct": pick("chosen_branch", "consensus", "first_verdict", "first_passed", "refinement", "retries",
                             "final_passed"),
             "clusters": und.get("clusters"), "members": und.get("cluster_members"), "medoids": und.get("medoids"),

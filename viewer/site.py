@@ -29,6 +29,7 @@ def environment() -> Environment:
     env.filters["money"] = lambda v: "—" if v is None else f"${v:.4f}" if v < 1 else f"${v:.2f}"
     env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
+    env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, default=str, separators=(", ", ": "))
     env.filters["dash"] = lambda v: "—" if v is None or v == "" else v
     return env
 
