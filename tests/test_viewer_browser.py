@@ -89,10 +89,10 @@ def browse(roots: list[Path], tmp_path: Path) -> Path:
                 page.set_default_timeout(20_000)
                 page.goto(f"{base}/index.html")
                 expect(page.locator("a.run-link")).to_have_count(len(runs))
+                page.screenshot(path=str(shots / "runs.png"), full_page=True)
                 page.fill("#q", "gsm8k")                                   # the text filter hides the others
                 gsm8k = sum(1 for r in runs.values() if r.benchmark == "gsm8k")
                 expect(page.locator("#runs tbody tr:visible")).to_have_count(gsm8k)
-                page.screenshot(path=str(shots / "runs.png"), full_page=True)
 
                 page.click(f'tr[data-id="{io_run.id}"] a.run-link')
                 expect(page.locator("h1")).to_contain_text("io on gsm8k")
