@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -88,7 +89,18 @@ def test_a_run_from_before_ledger_keys_is_joined_through_requests_jsonl(tmp_path
     (run_,) = data.find_runs(tmp_path / "results")
     store = data.ReplyStore(data.cache_path(run_))
     (c,) = data.problem_calls(run_, data.problems_of(run_)["p0"], calls, data.request_keys(run_), store)
-    assert c["reply"] == "I think ANSWER: 7" and c["key"]
+    assert c["reply"] == "I think ANSWER: 7" and c["key"] and c["prompt_from"] == "cache"
+    # a cache entry from before prompts were stored: IO's prompt comes from its trace, and says so
+    db = sqlite3.connect(tmp_path / "cache.sqlite")
+    for key, value in db.execute("SELECT key, value FROM responses").fetchall():
+        v = json.loads(value)
+        del v["messages"]
+        db.execute("UPDATE responses SET value=? WHERE key=?", (json.dumps(v), key))
+    db.commit()
+    db.close()
+    (old,) = data.problem_calls(run_, data.problems_of(run_)["p0"], calls, data.request_keys(run_), store)
+    assert old["prompt_from"] == "trace" and old["messages"][-1]["content"].startswith("What is 0+0?")
+    assert old["reply"] == "I think ANSWER: 7"
     store.close()
 
 

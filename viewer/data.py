@@ -252,8 +252,13 @@ def problem_calls(run: Run, problem: dict[str, Any], calls: list[dict[str, Any]]
         key = c.get("key") or requests.get(c.get("request") or "")
         hit = store.get(key)
         comp = (hit or {}).get("completion") or {}
-        out.append({**c, "n": i + 1, "key": key, "messages": (hit or {}).get("messages"),
+        out.append({**c, "n": i + 1, "key": key, "messages": (hit or {}).get("messages"), "prompt_from": "cache",
                     "reply": comp.get("text") if hit else None, "found": hit is not None})
+    trace = problem.get("trace")
+    if len(out) == 1 and out[0]["messages"] is None and isinstance(trace, dict) and trace.get("messages"):
+        # a single-call method (IO, CoT) records its prompt in the trace: a run cached before prompts were
+        # stored with replies still shows it, labelled as coming from the trace
+        out[0].update(messages=trace["messages"], prompt_from="trace")
     return out
 
 
@@ -274,10 +279,19 @@ def request_keys(run: Run) -> dict[str, str]:
             if r.get("request") and r.get("key")}
 
 
-def trajectory(run: Run, problem: dict[str, Any]) -> list[dict[str, Any]]:
+def by_problem(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Ledger or trajectory lines grouped by problem id, read once for all the problem pages of a run."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        out.setdefault(r.get("problem_id"), []).append(r)
+    return out
+
+
+def trajectory(run: Run, problem: dict[str, Any], events: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """An environment problem's episode events (``trajectories.jsonl``) of its latest attempt."""
-    return [t for t in read_jsonl_tolerant(run.path / "trajectories.jsonl")
-            if t.get("problem_id") == problem.get("id") and t.get("attempt") == problem.get("attempt")]
+    events = read_jsonl_tolerant(run.path / "trajectories.jsonl") if events is None else events
+    pid, attempt = problem.get("id"), problem.get("attempt")
+    return [t for t in events if t.get("problem_id") == pid and t.get("attempt") == attempt]
 
 
 def artifact_of(run: Run) -> dict[str, Any] | None:

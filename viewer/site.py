@@ -89,12 +89,15 @@ def _write_run(env: Environment, run: data.Run, folder: Path, cache: Path | None
     store = data.ReplyStore(data.cache_path(run, cache))
     requests = data.request_keys(run)
     problems = data.problems_of(run)
+    calls_of = data.by_problem(calls)
+    events_of = data.by_problem(data.read_jsonl_tolerant(run.path / "trajectories.jsonl"))
     try:
         for row in rows:
             p = problems[row["id"]]
-            pcalls = data.problem_calls(run, p, calls, requests, store)
-            events = data.trajectory(run, p)
-            other = sum(1 for c in calls if c.get("problem_id") == p.get("id") and c.get("attempt") != p.get("attempt"))
+            mine = calls_of.get(p.get("id"), [])
+            pcalls = data.problem_calls(run, p, mine, requests, store)
+            events = data.trajectory(run, p, events_of.get(p.get("id"), []))
+            other = sum(1 for c in mine if c.get("attempt") != p.get("attempt"))
             (folder / "p" / row["page"]).write_text(env.get_template("problem.html").render(
                 run=summary, p=p, row=row, calls=pcalls, groups=data.stage_groups(pcalls), events=events,
                 other_attempt_calls=other,
