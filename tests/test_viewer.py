@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sqlite3
 import urllib.request
@@ -266,3 +267,29 @@ def test_the_site_is_built_without_writing_under_results_and_serves_on_loopback(
         server.shutdown()
         server.server_close()
     assert tree_digest(results) == before
+
+
+def test_view_serves_until_ctrl_c_then_removes_its_temporary_site(tmp_path: Path, tiny_data: Path):
+    import signal
+    import subprocess
+    import sys
+
+    io_run(tmp_path)
+    before = tree_digest(tmp_path / "results")
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "viewer", str(tmp_path / "results"), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
+                            cwd=Path(__file__).resolve().parents[1])
+    try:
+        line = proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/index\.html", line).group(0)
+        with urllib.request.urlopen(url, timeout=10) as r:
+            assert r.status == 200 and b'class="run-link"' in r.read()
+        assert len(list((tmp_path / "tmp").iterdir())) == 1                # the site, outside results/
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert list((tmp_path / "tmp").iterdir()) == [] and tree_digest(tmp_path / "results") == before

@@ -36,7 +36,8 @@ def serve(folder: Path, port: int = DEFAULT_PORT) -> ThreadingHTTPServer:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="agentic-repro view", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="agentic-repro view", description="Browse runs, their problems and each "
+                                "problem's calls and trace in a local web page on 127.0.0.1 (read-only).")
     p.add_argument("paths", nargs="*", default=["results"], help="results folders or run folders (default: results)")
     p.add_argument("--export", metavar="DIR", help="write a static copy into DIR (opens without the harness) and exit")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"port on {HOST} (default {DEFAULT_PORT}; 0: any)")
@@ -70,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             print(f"agentic-repro view: cannot listen on {HOST}:{args.port}: {exc} (try --port 0)", file=sys.stderr)
             return 2
-        print(f"{info['runs']} runs: http://{HOST}:{server.server_address[1]}/  (Ctrl-C stops)", flush=True)
+        print(f"{info['runs']} runs: http://{HOST}:{server.server_address[1]}/index.html  (Ctrl-C stops)", flush=True)
         try:
             threading.Event().wait()
         except KeyboardInterrupt:
