@@ -212,25 +212,38 @@ def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Pat
     assert "System 1 0.50, final 0.90 (System 2 fired)" in a["curve"]                     # where it dropped, and after
 
 
-def test_a_searched_methods_artifact_and_history(tmp_path: Path, tiny_data: Path):
+def test_a_searched_methods_artifact_search_history_and_validate_runs(tmp_path: Path, tiny_data: Path):
     from baselines.autoflow.artifact import write_artifact
 
-    art = tmp_path / "search" / "tiny" / "aflow" / "artifact.json"
-    write_artifact(art, {"method": "aflow", "benchmark": "tiny", "split": "validate",
-                         "workflow": {"solver": "baselines.simple:io", "params": {}}, "validate_score": 0.75,
-                         "history": [{"round": 1, "score": 0.5}, {"round": 2, "score": 0.75}], "roles": {},
-                         "search_cost": {"total": {"cost_usd": 0.01}}})
+    folder = tmp_path / "results" / "search" / "tiny" / "aflow" / "scripted" / "seed=42"
+    evals = make_spec(tmp_path, IO, limit=2)                       # a validate run the search made, in its folder
+    evals.results_root = folder / "evals"
+    run(evals, ScriptedBackbone(right_on_1))
+    write_artifact(folder / "artifact.json", {
+        "method": "aflow", "benchmark": "tiny", "split": "validate", "seed": 42,
+        "workflow": {"solver": "baselines.simple:io", "params": {}}, "validate_score": 0.75,
+        "history": [{"round": 1, "score": 0.5, "graph": {"ops": ["Custom"]}}, {"round": 2, "score": 0.75}],
+        "roles": {}, "search_cost": {"total": {"cost_usd": 0.01, "calls": 12}}})
     spec = make_spec(tmp_path, IO, limit=1)
-    named = str(art).replace("/tiny/", "/{benchmark}/")               # as configs/method/aflow.yaml names it
+    named = str(folder).replace("/tiny/", "/{benchmark}/") + "/artifact.json"   # as configs/method/aflow.yaml names it
     spec.full_config["method"] = {**IO, "params": {**IO["params"], "artifact": named}}
     run(spec, ScriptedBackbone(right_on_1))
-    (run_,) = data.find_runs(tmp_path / "results")
-    a = data.artifact_of(run_)
+    test_run = data.load_run(spec.out_dir, tmp_path / "results")
+    a = data.artifact_of(test_run)
     assert a["validate_score"] == 0.75 and [h["round"] for h in a["history"]] == [1, 2]
+    h = data.history_table(a["history"])
+    assert h["columns"] == ["round", "score"] and h["nested"] == [{"graph": {"ops": ["Custom"]}}, {}]
+    (search,) = data.find_searches(tmp_path / "results")
+    s = search.summary()
+    assert (s["method"], s["backbone"], s["rounds"], s["cost_usd"], s["calls"]) == ("aflow", "scripted", 2, 0.01, 12)
     out = tmp_path / "site"
-    site.build([tmp_path / "results"], out, quiet=True)
-    page = (out / "runs" / run_.id / "index.html").read_text()
+    info = site.build([tmp_path / "results"], out, quiet=True)
+    assert info["searches"] == 1 and info["runs"] == 2
+    page = (out / "runs" / test_run.id / "index.html").read_text()
     assert "Searched workflow" in page and "search history (2 rounds)" in page
+    spage = (out / "searches" / f"{search.id}.html").read_text()
+    assert "search history (2 rounds)" in spage and "evals/t/tiny/io/scripted/seed=42" in spage
+    assert 'class="search-link"' in (out / "index.html").read_text()
 
 
 def test_the_site_is_built_without_writing_under_results_and_serves_on_loopback(tmp_path: Path, tiny_data: Path):

@@ -308,3 +308,53 @@ def artifact_of(run: Run) -> dict[str, Any] | None:
             except (ValueError, OSError) as exc:
                 return {"path": str(c), "error": f"{type(exc).__name__}: {exc}"}
     return {"path": str(p), "error": "artifact not found"}
+
+
+def history_table(history: Any) -> dict[str, Any]:
+    """A search history (one dict per round, keys by optimiser) as columns: the keys with a scalar value in
+    some round, in first-seen order; what is nested stays per round as JSON."""
+    rows = [h for h in history or [] if isinstance(h, dict)]
+    cols: list[str] = []
+    for h in rows:
+        for k, v in h.items():
+            if k not in cols and (v is None or isinstance(v, (str, int, float, bool))):
+                cols.append(k)
+    nested = [{k: v for k, v in h.items() if k not in cols} for h in rows]
+    return {"columns": cols, "rows": rows, "nested": nested}
+
+
+@dataclass
+class Search:
+    """A workflow search folder (``results/search/<benchmark>/<method>/<backbone>/seed=<s>/``: artifact.json)."""
+
+    path: Path
+    rel: str
+    artifact: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return slug("search/" + self.rel)
+
+    def summary(self) -> dict[str, Any]:
+        a = self.artifact
+        parts = Path(self.rel).parts
+        total = ((a.get("search_cost") or {}).get("total") or {}) if isinstance(a.get("search_cost"), dict) else {}
+        return {"id": self.id, "rel": self.rel, "method": a.get("method"), "benchmark": a.get("benchmark"),
+                "split": a.get("split"), "backbone": parts[-2] if len(parts) >= 2 else None, "seed": a.get("seed"),
+                "validate_score": a.get("validate_score"), "rounds": len(a.get("history") or []),
+                "cost_usd": total.get("cost_usd"), "calls": total.get("calls"), "error": a.get("error")}
+
+
+def find_searches(root: Path) -> list[Search]:
+    """Every search folder under ``root``: its artifact (a damaged one is listed with the error)."""
+    root = Path(root)
+    out = []
+    for art in sorted(root.rglob("artifact.json")):
+        folder = art.parent
+        try:
+            doc = json.loads(art.read_text(encoding="utf-8"))
+        except (ValueError, OSError) as exc:
+            doc = {"error": f"{type(exc).__name__}: {exc}"}
+        rel = folder.relative_to(root).as_posix() if folder != root else folder.name
+        out.append(Search(folder, rel, {"path": str(art), **(doc if isinstance(doc, dict) else {})}))
+    return out

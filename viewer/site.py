@@ -58,9 +58,11 @@ def build(roots: list[Path], out: Path, *, cache: Path | None = None, quiet: boo
     for root in roots:
         runs.extend(data.find_runs(root))
     out.mkdir(parents=True, exist_ok=True)
-    if (out / "runs").exists():
-        shutil.rmtree(out / "runs")
+    for old in ("runs", "searches"):
+        if (out / old).exists():
+            shutil.rmtree(out / old)
     shutil.copytree(STATIC, out / "static", dirs_exist_ok=True)
+    searches = [s for root in roots for s in data.find_searches(root)]
     summaries = []
     pages = 0
     for i, run in enumerate(runs):
@@ -70,12 +72,19 @@ def build(roots: list[Path], out: Path, *, cache: Path | None = None, quiet: boo
         pages += _write_run(env, run, out / "runs" / run.id, cache)
     if not quiet and runs:
         print(file=sys.stderr)
+    (out / "searches").mkdir(exist_ok=True)
+    for s in searches:
+        evals = [r for r, run in zip(summaries, runs) if s.path in run.path.parents]
+        (out / "searches" / f"{s.id}.html").write_text(env.get_template("search.html").render(
+            search=s.summary(), artifact=s.artifact, history=data.history_table(s.artifact.get("history")),
+            evals=evals, root=".."), encoding="utf-8")
     (out / "index.html").write_text(env.get_template("index.html").render(
-        runs=summaries, roots=[str(r) for r in roots], root="."), encoding="utf-8")
+        runs=summaries, searches=[s.summary() for s in searches], roots=[str(r) for r in roots], root="."),
+        encoding="utf-8")
     (out / "runs.js").write_text(_js("VIEWER_INDEX", "runs", summaries), encoding="utf-8")
     (out / "compare.html").write_text(env.get_template("compare.html").render(runs=summaries, root="."),
                                       encoding="utf-8")
-    info = {"runs": len(runs), "problem_pages": pages, "roots": [str(r) for r in roots]}
+    info = {"runs": len(runs), "searches": len(searches), "problem_pages": pages, "roots": [str(r) for r in roots]}
     (out / "viewer.json").write_text(json.dumps(info), encoding="utf-8")
     return info
 
@@ -105,8 +114,10 @@ def _write_run(env: Environment, run: data.Run, folder: Path, cache: Path | None
                 encoding="utf-8")
     finally:
         store.close()
+    artifact = data.artifact_of(run)
     (folder / "index.html").write_text(env.get_template("run.html").render(
         run=summary, rows=rows, config=run.config, meta=run.meta, metrics=run.metrics or {}, notes=run.notes,
-        artifact=data.artifact_of(run), root="../.."), encoding="utf-8")
+        artifact=artifact, history=data.history_table((artifact or {}).get("history")), root="../.."),
+        encoding="utf-8")
     (folder / "problems.js").write_text(_js("VIEWER_RUNS", run.id, {"run": summary, "rows": rows}), encoding="utf-8")
     return len(rows)
