@@ -323,6 +323,14 @@ def code_rewrite_note(a: Agg, bench: str, labels: dict[str, str]) -> str | None:
             "executor role); the paper's numbers had it")
 
 
+def footnoted(a: Agg, bench: str, labels: dict[str, str], feet: Footnotes) -> Any:
+    """A DyFlow cell's text ("—" without runs), marked with the code-rewrite footnote where its runs had it off."""
+    if not a.runs:
+        return "—"
+    rewrite = code_rewrite_note(a, bench, labels)
+    return Cell(cell_text(a), sup=feet.marks([rewrite])) if rewrite else cell_text(a)
+
+
 def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
     """For a searched row: the split and every search parameter its runs recorded (config.yaml) that differs from
     the method's config (the paper protocol), e.g. the tiny embedded size; nothing for a row without runs."""
@@ -484,9 +492,7 @@ def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             cot, dy = judged(cot) or cot, judged(dy) or dy
         protocol_rows += [(f"CoT {dom[b]}", {b: cot}), (f"DyFlow {dom[b]}", {b: dy})]
         adir = spec["adapters"]["cross_task"][row["split"]]
-        cells: list[Any] = [cell_text(cot) if cot.runs else "—"]
-        rewrite = code_rewrite_note(dy, b, labels)
-        cells.append(Cell(cell_text(dy), sup=feet.marks([rewrite])) if rewrite else (cell_text(dy) if dy.runs else "—"))
+        cells: list[Any] = [cell_text(cot) if cot.runs else "—", footnoted(dy, b, labels, feet)]
         gain = None if cot.mean is None or dy.mean is None else dy.mean - cot.mean
         train = ", ".join(dom[x] for x in splits[row["split"]])
         table.rows.append([f"{dom[b]} ({labels[b]})", train, *cells, fmt(row["paper"]["cot"], 2),
@@ -665,11 +671,13 @@ def table10(res: Results, spec: dict[str, Any], backbone: str, records: list[dic
     ref = (t.get("reference") or {}).get("rows", {})
     table = Table(title=t["title"], columns=["Model", *[labels[b] for b in benches]], label="tab:dyflow-table10")
     fig: dict[str, dict[str, dict[str, float | None]]] = {}
+    feet = Footnotes()
     for ex in t["executors"]:
         bb = ex["backbone"]
         for m, name in (("cot", "CoT"), ("dyflow", "DyFlow")):
             aggs = {b: res.agg(t["experiment"], b, m, _run_backbone(res, t["experiment"], bb)) for b in benches}
-            table.rows.append([f"{ex['label']} ({name})", *[cell_text(a) if a.runs else "—" for a in aggs.values()]])
+            table.rows.append([f"{ex['label']} ({name})", *[footnoted(a, b, labels, feet) if m == "dyflow" else
+                                                             (cell_text(a) if a.runs else "—") for b, a in aggs.items()]])
             fig.setdefault(ex["label"], {})[name] = {b: aggs[b].mean for b in benches}
             pref = (ref.get(ex["label"]) or {}).get(m)
             if pref:
@@ -682,6 +690,8 @@ def table10(res: Results, spec: dict[str, Any], backbone: str, records: list[dic
     table.notes = [f"Each executor is the run's backbone; DyFlow's designer is fixed ({t['designer']['backbone']} with "
                    f"adapter {t['designer']['adapter']}). Executors without a backbone config or key print —. "
                    "Embedded rows are not comparable with the paper's."]
+    if feet.texts:
+        table.notes.extend(["Deviations recorded by the runs (numbered marks):", *feet.notes()])
     return table, fig
 
 

@@ -435,6 +435,10 @@ def test_humaneval_cells_footnote_the_release_code_rewrite_when_it_was_off(tmp_p
     t3 = dt.write_all(root, ["table3"], ["local"], tmp_path / "out3")["tables"]["table3"][0]
     r3 = next(r for r in t3.rows if r[0].startswith(spec["domains"]["humaneval_dyflow"] + " "))
     assert r3[3].sup and any("final-code rewrite" in n for n in t3.notes)
+    dy(root, "humaneval_dyflow", None, "dyflow_table10")         # Table 10: the embedded executor's DyFlow row
+    t10 = dt.write_all(root, ["table10"], ["local"], tmp_path / "out10")["tables"]["table10"][0]
+    r10 = next(r for r in t10.rows if r[0] == "Qwen2.5-Coder-0.5B (embedded) (DyFlow)")
+    assert r10[he].sup and any("final-code rewrite" in n for n in t10.notes)
     root2 = tmp_path / "results2"
     dy(root2, "humaneval_dyflow", "release")    # the rewrite on: no footnote
     t2 = dt.write_all(root2, ["table1"], ["local"], tmp_path / "out2")["tables"]["table1"][0]
