@@ -306,3 +306,25 @@ def test_view_serves_until_ctrl_c_then_removes_its_temporary_site(tmp_path: Path
         if proc.poll() is None:
             proc.kill()
     assert list((tmp_path / "tmp").iterdir()) == [] and tree_digest(tmp_path / "results") == before
+
+
+def test_tool_calls_and_their_verdicts_are_on_the_problem_page(tmp_path: Path, tiny_data: Path):
+    import tests.test_denoiseflow as tdf
+
+    def script(messages, sampling):
+        m = messages[-1]["content"]
+        if m.startswith("You are analyzing"):
+            return json.dumps({"goal": "double", "constraints": [], "outputs": {"answer_form": "code"},
+                               "plan": ["write f", "return the double"]})
+        return "ANSWER: def f(x): return 2*x" if "failed verification" in m else "ANSWER: def f(x): return x"
+    spec = spec_of(tmp_path, tdf.df_method(), limit=1)
+    spec.benchmark_cfg.update(kind="tests.test_denoiseflow.PublicOnly", execute_code=True)
+    run(spec, ScriptedBackbone(script))
+    (run_,) = data.find_runs(tmp_path / "results")
+    p = next(iter(data.problems_of(run_).values()))
+    assert [t["name"] for t in p["tool_calls"]][:1] == ["run_public_tests"]
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    page = (out / "runs" / run_.id / "p" / f"{data.slug(p['id'])}.html").read_text()
+    table = page[page.index('id="tool-calls"'):]
+    assert "<b>run_public_tests</b>" in table and "AssertionError" in table     # the failing public test's verdict
