@@ -62,6 +62,9 @@ def test_runs_are_found_with_score_interval_cost_and_status(tmp_path: Path, tiny
     assert s["interval"] == [4.6, 69.9]                       # Wilson 1/4, as Table 1 computes a cell
     assert s["calls"] == 4 and s["cost_usd"] == pytest.approx(metrics["totals"]["cost_usd"])
     assert runs[1].summary()["score_pct"] == 50.0
+    (spec2.out_dir / "metrics.json").unlink()                    # as a run still going (or killed) looks
+    s2 = data.find_runs(tmp_path / "results")[1].summary()
+    assert s2["status"] == "no metrics" and s2["score_pct"] is None and s2["interval"] is None
 
 
 def test_every_call_shows_its_full_prompt_and_reply_also_when_replayed_from_the_cache(tmp_path: Path, tiny_data: Path):

@@ -117,7 +117,7 @@ class Run:
     def summary(self) -> dict[str, Any]:
         m = self.metrics or {}
         totals = m.get("totals") or {}
-        iv = score_interval(self)
+        iv = score_interval(self) if self.metrics is not None else None  # no score yet: no interval either
         return {"id": self.id, "rel": self.rel, "experiment": self.experiment, "benchmark": self.benchmark,
                 "split": self.split, "method": self.method, "backbone": self.backbone, "seed": self.seed,
                 "roles": self.roles, "score_pct": m.get("score_pct"), "interval": iv,
