@@ -233,8 +233,11 @@ def build_table3(root: Path, backbone: str) -> tuple[Table, list[dict[str, Any]]
                         "overall": pr["overall"], "n": 100, **{d: pr["dims"].get(d) for d in DIMENSIONS}})
     cmp = paired(aggs["base"], aggs["auq"])
     notes = list(feet.notes())
-    notes.append(f"Paper rows: {EXP['paper']['source']}; RACE judged by Gemini-2.5-Pro over the 100 tasks; other "
-                 "rows and columns of the paper's Table 3 were not recovered.")
+    pp = EXP["paper"]["protocol"]
+    notes.append(f"Paper rows: {EXP['paper']['source']}; their protocol: RACE judge {pp['judge']}, {pp['n']} "
+                 f"{pp['split']} tasks, evidence {pp['evidence']}, articles cleaned before judging, τ {pp['tau']}, "
+                 f"N {pp['n_paths']}, D {pp['max_refinements']}, T {pp['temperature']}, backbone {pp['backbone']}; "
+                 "other rows and columns of the paper's Table 3 were not recovered.")
     notes.append("AUQ vs the research agent: " + (
         f"paired {cmp['method']} over {cmp['n']} shared tasks, p = {cmp['p']:.3g} ({cmp['discordant']} differ); "
         "no best/second marks" if cmp else "— (both rows must be complete)"))
