@@ -59,10 +59,16 @@ class CountingServer(FaultServer):
         return self.by_seed[request_seed(run_seed, 0)]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _free_ports(n: int) -> list[int]:
+    """n distinct free ports (all held open until chosen)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
 
 
 def _sweep(tmp: Path, url: str, seeds: str, sweep_dir: Path, launcher: list[str],
@@ -216,7 +222,7 @@ def test_submitit_local_same_point_in_two_jobs_is_run_once(tmp_path):
 
 # ---- Ray (a real local cluster) ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ray_cluster():
     """``ray start --head --block`` on 127.0.0.1 (1-2 CPUs, small object store) in its own process group, so
     teardown stops exactly its processes (never ``ray stop``, which stops every Ray on the machine)."""
@@ -224,10 +230,10 @@ def ray_cluster():
     pytest.importorskip("hydra_plugins.hydra_ray_launcher")
     temp = Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))  # short: Ray's socket paths must fit in 107 bytes
     node_cache = Path(tempfile.mkdtemp(prefix="node-cache"))  # the nodes' local cache folder (docs/cluster.md)
-    port = _free_port()
+    port, client_port, agent_port = _free_ports(3)
     ray_bin = Path(sys.executable).with_name("ray")
     cmd = [str(ray_bin), "start", "--head", "--block", "--node-ip-address=127.0.0.1", f"--port={port}",
-           f"--ray-client-server-port={_free_port()}", f"--dashboard-agent-listen-port={_free_port()}",
+           f"--ray-client-server-port={client_port}", f"--dashboard-agent-listen-port={agent_port}",
            "--num-cpus=2", "--object-store-memory=100000000", "--include-dashboard=false",
            "--disable-usage-stats", f"--temp-dir={temp}"]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "LAUNCHERS_NODE_CACHE": str(node_cache)}
@@ -279,16 +285,14 @@ def _ray(cluster) -> list[str]:
 
 
 @pytest.mark.slow
-def test_ray_launcher_resumes_and_skips_completed_points(tmp_path, ray_cluster):
-    """cache.path from an environment variable resolves on the worker: the nodes' value, not the driver's."""
+def test_ray_launcher_resumes_skips_completed_points_and_runs_a_shared_point_once(tmp_path, ray_cluster):
+    """One test, so one Ray cluster even under pytest-xdist. cache.path from an environment variable resolves on
+    the worker: the nodes' value, not the driver's."""
     driver_env = {**ray_cluster["env"], "LAUNCHERS_NODE_CACHE": str(tmp_path / "driver-cache")}
-    resume_scenario(tmp_path, _ray(ray_cluster), driver_env, cache="${oc.env:LAUNCHERS_NODE_CACHE}/cache.sqlite")
+    resume_scenario(tmp_path / "resume", _ray(ray_cluster), driver_env,
+                    cache="${oc.env:LAUNCHERS_NODE_CACHE}/cache.sqlite")
     node_cache = ray_cluster["node_cache"] / "cache.sqlite"
     assert node_cache.exists() and not (tmp_path / "driver-cache").exists()
     with sqlite3.connect(node_cache) as db:  # every answered call of the two sweeps: (1 + 2) + (1 + 2)
         assert db.execute("SELECT COUNT(*) FROM responses").fetchone()[0] == 6
-
-
-@pytest.mark.slow
-def test_ray_launcher_same_point_in_two_tasks_is_run_once(tmp_path, ray_cluster):
-    same_point_scenario(tmp_path, _ray(ray_cluster), ray_cluster["env"])
+    same_point_scenario(tmp_path / "same", _ray(ray_cluster), ray_cluster["env"])
