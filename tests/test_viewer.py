@@ -51,7 +51,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def test_runs_are_found_with_score_interval_cost_and_status(tmp_path: Path, tiny_data: Path):
-    spec, metrics, _ = io_run(tmp_path)
+    _, metrics, _ = io_run(tmp_path)
     spec2, _, _ = io_run(tmp_path, right_on_1_and_2, seed=7)
     runs = data.find_runs(tmp_path / "results")
     assert [r.rel for r in runs] == ["t/tiny/io/scripted/seed=42", "t/tiny/io/scripted/seed=7"]
@@ -152,7 +152,7 @@ def test_fallback_flag_from_a_dynagraph_fallback_plan(tmp_path: Path, tiny_data:
     run(spec, ScriptedBackbone(script))
     (run_,) = data.find_runs(tmp_path / "results")
     assert all(r["fallback"] for r in data.problem_rows(run_))
-    spec2, _, _ = io_run(tmp_path / "plain")
+    io_run(tmp_path / "plain")
     assert not any(r["fallback"] for r in data.problem_rows(data.find_runs(tmp_path / "plain" / "results")[0]))
 
 
@@ -177,7 +177,7 @@ def test_method_views_dynagraph_dyflow_denoiseflow(tmp_path: Path, tiny_data: Pa
     assert not dg["plans"][0]["attempts"][0]["check"]["ok"]                              # the rejected first plan
     assert list(v) == ["dynagraph"]
 
-    _, preds, _ = tdy.run_dyflow(tmp_path / "dy", tdy.Script([[tdy.SOLVE], [tdy.ORGANIZE]]))
+    tdy.run_dyflow(tmp_path / "dy", tdy.Script([[tdy.SOLVE], [tdy.ORGANIZE]]))
     v, _ = _views(make_spec(tmp_path / "dy", {"name": "x"}))
     dy = v["dyflow"]
     assert [s["id"] for s in dy["stages"]] == ["stage_1", "stage_2"] and dy["facts"]["terminated_by"] == "organize"
@@ -207,7 +207,7 @@ def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Pat
         return ta.reply(ta._right(text), 0.95 if k == 0 else 0.5, "maybe")   # confident first step, unsure second
     spec = ta._spec(tmp_path, root, [2], "dual")
     run(spec, ScriptedBackbone(script))
-    v, events = _views(spec)
+    v, _ = _views(spec)
     a = v["auq"]
     assert [s["system2"] for s in a["steps"]] == [False, True, True]           # counter 0 -> 1 -> 2, then stop
     assert a["steps"][1]["c_init"] == 0.5 and a["steps"][1]["c_final"] == 0.9 and a["tau"] == 0.85
@@ -250,9 +250,9 @@ def test_a_searched_methods_artifact_search_history_and_validate_runs(tmp_path: 
 
 
 def test_the_site_is_built_without_writing_under_results_and_serves_on_loopback(tmp_path: Path, tiny_data: Path):
-    spec, _, _ = io_run(tmp_path)
+    io_run(tmp_path)
     io_run(tmp_path, right_on_1_and_2, seed=7)
-    results, cache = tmp_path / "results", tmp_path / "cache.sqlite"
+    results = tmp_path / "results"
     before, cache_before = tree_digest(results), tree_digest(tmp_path)["cache.sqlite"]
     out = tmp_path / "export"
     assert cli.main([str(results), "--export", str(out)]) == 0
@@ -261,7 +261,7 @@ def test_the_site_is_built_without_writing_under_results_and_serves_on_loopback(
     assert index.count('class="run-link"') == 2 and 'src="./static/app.js"' in index
     (run_,) = [r for r in data.find_runs(results) if r.seed == 42]
     js = (out / "runs" / run_.id / "problems.js").read_text()
-    rows = json.loads(re.search(r"= (\{.*\});\s*$", js, re.S).group(1))
+    rows = json.loads(re.search(r"= (\{.*\});\s*$", js, re.DOTALL).group(1))
     assert [r["id"] for r in rows["rows"]] == ["p0", "p1", "p2", "p3"] and rows["rows"][1]["right"]
     page = (out / "runs" / run_.id / "p" / f"{data.slug('p1')}.html").read_text()
     assert "What is 1+1?" in page and "ANSWER: 2" in page and "#1</b> answer" in page

@@ -22,7 +22,7 @@ DEFAULT_PORT = 8765
 
 
 class _Quiet(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the stdlib's name
+    def log_message(self, format: str, *args: object) -> None:  # the stdlib's signature; no access log
         pass
 
 

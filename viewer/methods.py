@@ -52,7 +52,7 @@ def dynagraph(trace: dict[str, Any]) -> dict[str, Any] | None:
 def denoiseflow(trace: dict[str, Any]) -> dict[str, Any] | None:
     if "route" not in trace or "u_slots" not in trace:
         return None
-    pick = lambda *ks: {k: trace.get(k) for k in ks if k in trace}  # noqa: E731
+    pick = lambda *ks: {k: trace.get(k) for k in ks if k in trace}
     und = trace.get("understanding") or {}
     g = trace.get("graph") or {}
     steps, u, up = g.get("steps") or [], g.get("u") or [], g.get("u_prop") or []
@@ -60,7 +60,7 @@ def denoiseflow(trace: dict[str, Any]) -> dict[str, Any] | None:
     for e in g.get("edges") or []:
         if isinstance(e, (list, tuple)) and len(e) >= 2:
             inputs.setdefault(int(e[1]), []).append(f"s{int(e[0]) + 1}")
-    at = lambda xs, i: f"{xs[i]:.2f}" if i < len(xs) and isinstance(xs[i], (int, float)) else "—"  # noqa: E731
+    at = lambda xs, i: f"{xs[i]:.2f}" if i < len(xs) and isinstance(xs[i], (int, float)) else "—"
     nodes = [{"id": f"s{i + 1}", "label": f"u={at(u, i)} → {at(up, i)}", "inputs": inputs.get(i, []),
               "title": str(text), "status": "done"} for i, text in enumerate(steps)]
     return {"kind": "denoiseflow", "steps": steps, "step_graph": svg.dag(nodes) if nodes else None,

@@ -41,8 +41,8 @@ def dag(nodes: list[dict[str, Any]], *, width: int = 150, height: int = 44) -> M
     w = 20 + (max(columns) + 1) * (width + gap_x) - gap_x if columns else 40
     h = 20 + max((len(v) for v in columns.values()), default=1) * (height + gap_y) - gap_y
     parts = [f'<svg class="dag" xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}">',
-             '<defs><marker id="arr" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
-             '<path d="M0,0 L8,4 L0,8 z" fill="#555"/></marker></defs>']
+             ('<defs><marker id="arr" markerWidth="8" markerHeight="8" refX="8" refY="4" orient="auto">'
+              '<path d="M0,0 L8,4 L0,8 z" fill="#555"/></marker></defs>')]
     for nid, n in by_id.items():
         x2, y2 = pos[nid]
         for i in n.get("inputs") or []:
