@@ -331,3 +331,14 @@ def test_tool_calls_and_their_verdicts_are_on_the_problem_page(tmp_path: Path, t
     page = (out / "runs" / run_.id / "p" / f"{data.slug(p['id'])}.html").read_text()
     table = page[page.index('id="tool-calls"'):]
     assert "<b>run_public_tests</b>" in table and "AssertionError" in table     # the failing public test's verdict
+
+
+def test_svg_a_cycle_is_drawn_not_looped_and_a_missing_confidence_is_a_gap_not_zero():
+    from viewer import svg
+
+    g = svg.dag([{"id": "v1", "inputs": ["v2"]}, {"id": "v2", "inputs": ["v1"]}, {"id": "v3", "inputs": ["x"]}])
+    assert all(f'data-id="{n}"' in g for n in ("v1", "v2", "v3", "x"))   # an unknown input is drawn as a source
+    assert g.count("<line") == 3
+    c = svg.curve([(0.9, 0.9, False), (None, None, False), (0.4, 0.8, True)], tau=0.5)
+    assert c.count("<title>step") == 2 and "step 2" not in c                   # no point for the missing step
+    assert c.count("<polyline") == 0                                          # no line across the gap
