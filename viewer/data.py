@@ -2,7 +2,7 @@
 
 Read-only by construction: files are opened for reading only and the response cache through SQLite's
 ``mode=ro`` URI, so browsing a results tree can never change it (the tests checksum the tree). Nothing is
-guessed: a value a run did not record is ``None`` (shown as "—"), an unreadable file is named in ``problems``
+guessed: a value a run did not record is ``None`` (shown as "—"), an unreadable file is named in ``notes``
 of the run, never skipped in silence.
 """
 from __future__ import annotations
