@@ -342,3 +342,12 @@ def test_svg_a_cycle_is_drawn_not_looped_and_a_missing_confidence_is_a_gap_not_z
     c = svg.curve([(0.9, 0.9, False), (None, None, False), (0.4, 0.8, True)], tau=0.5)
     assert c.count("<title>step") == 2 and "step 2" not in c                   # no point for the missing step
     assert c.count("<polyline") == 0                                          # no line across the gap
+
+
+def test_a_damaged_file_is_named_on_the_run_page_not_skipped(tmp_path: Path, tiny_data: Path):
+    spec, _, _ = io_run(tmp_path)
+    (spec.out_dir / "metrics.json").write_text("{not json")
+    (run_,) = data.find_runs(tmp_path / "results")
+    assert run_.status == "no metrics" and run_.notes and run_.notes[0].startswith("metrics.json could not be read")
+    site.build([tmp_path / "results"], tmp_path / "site", quiet=True)
+    assert "metrics.json could not be read" in (tmp_path / "site" / "runs" / run_.id / "index.html").read_text()
