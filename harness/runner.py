@@ -469,8 +469,24 @@ class Runner:
         preds = [r for r in read_jsonl_tolerant(self.paths.predictions) if r["id"] in ids]
         calls = read_jsonl_tolerant(self.paths.calls)
         metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"), selected=len(tasks))
+        latest = list({r["id"]: r for r in preds}.values())  # each record's latest prediction
+        answered = [r for r in latest if r.get("status") != "error"]
+        self._add_answer_metrics(metrics, answered, latest, tasks)
+        self._add_invocation(metrics, calls, preds, started, backbone_calls)
+        try:
+            self._add_calibration(metrics, answered)
+            writer.write_json(self.paths.metrics, metrics)
+            meta["ended"] = time.time()
+            writer.write_json(self.paths.meta, meta)
+        except OSError:
+            if pending is None:
+                raise
+        return metrics
+
+    def _add_answer_metrics(self, metrics: dict[str, Any], answered: list[dict[str, Any]],
+                            latest: list[dict[str, Any]], tasks: list[tuple[str, Problem, int | None, int]]) -> None:
+        """pass@k over samples, the LLM judge's scores, and the method's own counters (from its config)."""
         thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
-        answered = [r for r in {r["id"]: r for r in preds}.values() if r.get("status") != "error"]
         k = self.spec.samples_per_task
         if k > 1:
             metrics.update(samples_per_task=k, n_problems=len({t[1].id for t in tasks}),
@@ -483,7 +499,11 @@ class Runner:
                           if isinstance(r.get("judge"), dict) and r["judge"].get("score") is not None]
                 metrics["judge"]["pass_at_k"] = pass_at_k(judged, k, 0.5)["pass_at_k"]
         if self.spec.method_cfg.get("run_counts"):  # a method's own counters (fallbacks, re-asks), from its config
-            metrics["method_counts"] = resolve(self.spec.method_cfg["run_counts"])(list({r["id"]: r for r in preds}.values()))
+            metrics["method_counts"] = resolve(self.spec.method_cfg["run_counts"])(latest)
+
+    def _add_invocation(self, metrics: dict[str, Any], calls: list[dict[str, Any]], preds: list[dict[str, Any]],
+                        started: float, backbone_calls: int) -> None:
+        """What this invocation did (calls, wall time, what it resumed), the rate controllers, an abort."""
         resumed = resume_report(calls, read_jsonl_tolerant(self.paths.requests), preds, started)
         metrics["this_invocation"] = {"backbone_calls": backbone_calls, "wall_s": round(time.time() - started, 3),
                                       "resumed": resumed}
@@ -495,22 +515,16 @@ class Runner:
                   f"{resumed['lost_in_flight']} request(s) in flight; that stop cost {resumed['rebought']} re-sent "
                   f"request(s); {resumed['replayed_from_cache']} of their calls were replayed from the cache",
                   file=sys.stderr)
-        final = [r for r in {r["id"]: r for r in preds}.values() if r.get("status") != "error"]
-        conf = [(float(r["confidence"]), float(r["score"])) for r in final if r.get("confidence") is not None]
-        try:
-            if conf:
-                thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
-                cal = calibration_metrics([c for c, _ in conf], [1.0 if s >= thr else 0.0 for _, s in conf])
-                metrics["calibration"] = {k: v for k, v in cal.items() if k != "bins"}
-                metrics["calibration"]["bins"] = cal["bins"]
-                reliability_diagram(cal, self.paths.reliability, self._run_id())
-            writer.write_json(self.paths.metrics, metrics)
-            meta["ended"] = time.time()
-            writer.write_json(self.paths.meta, meta)
-        except OSError:
-            if pending is None:
-                raise
-        return metrics
+
+    def _add_calibration(self, metrics: dict[str, Any], answered: list[dict[str, Any]]) -> None:
+        """Calibration of the answers that carry a confidence, and their reliability diagram."""
+        conf = [(float(r["confidence"]), float(r["score"])) for r in answered if r.get("confidence") is not None]
+        if conf:
+            thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
+            cal = calibration_metrics([c for c, _ in conf], [1.0 if s >= thr else 0.0 for _, s in conf])
+            metrics["calibration"] = {k: v for k, v in cal.items() if k != "bins"}
+            metrics["calibration"]["bins"] = cal["bins"]
+            reliability_diagram(cal, self.paths.reliability, self._run_id())
 
 
 async def _close(backbones: list[Any], cache: ResponseCache | None = None) -> None:
