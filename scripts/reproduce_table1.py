@@ -143,6 +143,20 @@ def stop_line(stop: tuple[int, int, int]) -> str:
                                                               "at max_tokens; raise it for this benchmark)")
 
 
+def cell_line(it: Planned, chk: dict[str, Any], done: int, todo: int, elapsed_s: float, table: Path) -> str:
+    """The one line printed when a planned run (a cell at one size and seed) finishes: which, its score, n and
+    errors, its wall time, the share of answers not cut, and the time so far."""
+    m = it.metrics or {}
+    if m:
+        score = f"{m.get('score_pct', float('nan')):.1f} n={m.get('n')}, {m.get('n_errors', 0)} errors"
+    else:
+        score = it.state + (f" ({it.error})" if it.error else "")
+    if chk.get("complete") is False and m:
+        score += f", incomplete {chk.get('answered')}/{chk.get('selected')}"
+    return (f"[{done}/{todo} runs done] {it.label}: {score}; {it.wall_s:.0f} s; answers: {stop_line(chk['stop'])}; "
+            f"{elapsed_s / 60:.1f} min so far -> {table}")
+
+
 def estimate_s(items: list[Planned], results_root: Path, experiment: str,
                rates: dict[str, Any] | None = None) -> dict[str, float]:
     """Time the unfinished items still need, from runs of the same (method, benchmark) already on disk (any
@@ -254,35 +268,36 @@ def main(argv: list[str] | None = None) -> int:
              "finished_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": runs}, indent=2),
             encoding="utf-8")
 
-    def render(final: bool = False) -> None:
+    def render(show: bool = False) -> None:
+        """Re-write the table files; print the Markdown only when asked (at a resume's start and at the end), so a
+        long run prints a line per cell rather than the whole table after every cell."""
         res = write_all(results_root, exp=exp)
         state["res"] = res
-        for t in res["tables"]:
-            if info["backbone"] in t.title:
-                print(t.to_markdown(), flush=True)
+        if show:
+            for t in res["tables"]:
+                if info["backbone"] in t.title:
+                    print(t.to_markdown(), flush=True)
         runtime_record()
+
+    n_todo = sum(1 for it in items if it.state in ("new", "partial"))
 
     def on_done(it: Planned) -> None:
         it.extra["check"] = chk = run_check(it)
         state["finished"] += 1
-        eprint(f"  answers: {stop_line(chk['stop'])}")
         if wb:
             wb.log_run(it.spec, it.metrics)
         render()
-        left = sum(1 for x in items if x.state in ("new", "partial") and x.metrics is None and x is not it)
-        eprint(f"table re-rendered ({state['finished']} runs finished, {left} to go, "
-               f"{(time.time() - t0) / 60:.1f} min so far): {out / 'table1.md'}")
+        eprint(cell_line(it, chk, state["finished"], n_todo, time.time() - t0, out / "table1.md"))
 
     if any(it.state == "done" for it in items):
-        render()                      # resuming: show what is already there before the first new run
+        render(show=True)             # resuming: show what is already there before the first new run
     try:
         execute(items, log=eprint, on_done=on_done)
     except KeyboardInterrupt:
-        render()
+        render(show=True)
         raise
     wall = time.time() - t0
-    if state["res"] is None:
-        render(final=True)
+    render(show=True)
     res = state["res"]
     print(f"wrote {', '.join(str(p) for p in res['paths'])} in {wall:.0f}s")
 
