@@ -27,7 +27,7 @@ LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX
 
 help:
 	@echo "make reproduce-table1 [BACKBONE=local|gpt-4o-mini|vllm] [SIZE=smoke]   Table 1 on the chosen backbone"
-	@echo "make reproduce-dyflow-train | reproduce-dyflow-table1 ... | reproduce-dyflow   DyFlow (README: Reproducing the papers)"
+	@echo "make reproduce-dyflow-train | reproduce-dyflow-table1 ... | reproduce-dyflow   DyFlow (docs/dyflow.md)"
 	@echo "make test | test-fast | test-slow                          tests (all | unit only | end-to-end only)"
 	@echo "make data                                                  fill \$$AGENTIC_REPRO_DATA (default data/)"
 	@echo "make bench                                                 the benchmarks under bench/"
