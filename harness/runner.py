@@ -24,7 +24,7 @@ from harness.backbones import build_backbone
 from harness.benchmark import Benchmark, build_benchmark
 from harness.cache import CacheError, ResponseCache
 from harness.calibration import calibration_metrics, reliability_diagram
-from harness.context import Budgets, RunContext
+from harness.context import Budgets, ProblemContext, RunContext
 from harness.env import Engines, EnvHost, TrajectoryLog
 from harness.meta import run_metadata
 from harness.method import Method, build_method, check_requirements, resolve
@@ -325,7 +325,9 @@ class Runner:
 
     async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter,
                                 sample: tuple[str, int, int] | None = None) -> Solution:
-        """``sample``: (record id, sample index, its run seed) when the run makes several samples per problem."""
+        """Solve one problem, score it, judge it, append its record. ``sample``: (record id, sample index, its run
+        seed) when the run makes several samples per problem. A failure of the problem (the method, the environment,
+        the scorer, the judge) is its ``status: error``, never a score; a failure of the run propagates."""
         attempt = uuid.uuid4().hex[:12]
         if sample is not None:  # an independent sample: its own run seed (request seeds, ctx.rng, env seed)
             ctx = dataclasses.replace(ctx, seed=sample[2])
@@ -337,25 +339,7 @@ class Runner:
                            max_steps=self.benchmark.max_steps, run_seed=ctx.seed, attempt=attempt,
                            log=self._trajectories)
         stage = Backstage(pctx.key, self.benchmark, problem, self._problems, host)
-        token = enter(stage)  # the method's views reach the real problem only through this (harness.view)
-        t0 = time.perf_counter()
-        status, error = "ok", None
-        try:
-            solution = await self.method.solve(view, pctx)
-            if not isinstance(solution, Solution):
-                raise TypeError(f"method {self.method.name} returned {type(solution).__name__}, not Solution")
-        except RUN_LEVEL:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the run
-            status, error = "error", f"{type(exc).__name__}: {exc}"
-            solution = Solution(answer="", trace={"traceback": traceback.format_exc(limit=8)})
-        finally:
-            try:
-                if host is not None:
-                    await host.close_all()
-            finally:
-                leave(token)
-        latency = round(time.perf_counter() - t0, 3)  # the method's time: scoring and judging are not the method's
+        solution, status, error, latency = await self._run_method(view, pctx, stage, host)
         self._raise_run_level(writer)  # a method that swallowed a failed ledger or cache write does not hide it
         if host is not None and host.failure and status == "ok":
             # the method caught the failure and answered anyway: still an error, never a score
@@ -363,31 +347,10 @@ class Runner:
         if status == "error":
             value, extracted, details = 0.0, None, {"not_scored": "the problem errored"}
         else:
-            try:
-                score = await self._score(solution, problem, host)
-                value, extracted, details = score.value, score.extracted, score.details
-            except RUN_LEVEL:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a scorer crash is an error, never a 0
-                # Scorers turn malformed model output into a 0 themselves (extracted None); an exception
-                # here (after its retries) is a crash in our code or an evaluator that cannot judge.
-                status, error = "error", f"ScoringError: {type(exc).__name__}: {exc}"
-                value, extracted, details = 0.0, None, {"not_scored": "the scorer raised",
-                                                        "traceback": traceback.format_exc(limit=8)}
+            status, error, value, extracted, details = await self._score_or_error(solution, problem, host)
         judged = None
         if self._judge is not None and status == "ok" and host is None:
-            try:  # bench2: the LLM judge beside the deterministic score; its failure is an error, never a 0
-                judged = await judge_answer(ctx.llms["judge"], self._judge, self.benchmark, problem, solution.answer,
-                                            seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
-                if self._judge.headline:
-                    if judged["score"] is None:
-                        raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s): "
-                                            f"{judged['output'][-200:]!r}")
-                    value = judged["score"]
-            except RUN_LEVEL:
-                raise
-            except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
-                status, error = "error", f"JudgeError: {type(exc).__name__}: {exc}"
+            judged, value, status, error = await self._judge_or_error(ctx, pctx, problem, solution, value)
         summary = pctx.summary()
         rec = {
             "id": problem.id if sample is None else sample[0], "index": problem.index, "status": status,
@@ -412,6 +375,65 @@ class Runner:
         self._done_cost += summary.cost_usd
         self._tick()
         return solution
+
+    async def _run_method(self, view: ProblemView, pctx: ProblemContext, stage: Backstage,
+                          host: EnvHost | None) -> tuple[Solution, str, str | None, float]:
+        """The method on one problem: (solution, status, error, the method's seconds). Its exception is the
+        problem's error; the environment's episodes are closed and the backstage left whatever happens."""
+        token = enter(stage)  # the method's views reach the real problem only through this (harness.view)
+        t0 = time.perf_counter()
+        status, error = "ok", None
+        try:
+            solution = await self.method.solve(view, pctx)
+            if not isinstance(solution, Solution):
+                raise TypeError(f"method {self.method.name} returned {type(solution).__name__}, not Solution")
+        except RUN_LEVEL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one problem's failure must not end the run
+            status, error = "error", f"{type(exc).__name__}: {exc}"
+            solution = Solution(answer="", trace={"traceback": traceback.format_exc(limit=8)})
+        finally:
+            try:
+                if host is not None:
+                    await host.close_all()
+            finally:
+                leave(token)
+        latency = round(time.perf_counter() - t0, 3)  # the method's time: scoring and judging are not the method's
+        return solution, status, error, latency
+
+    async def _score_or_error(self, solution: Solution, problem: Problem,
+                              host: EnvHost | None) -> tuple[str, str | None, float, Any, dict[str, Any]]:
+        """(status, error, score, extracted, details) of an answered problem; a scorer that raises (after its
+        retries) makes it an error, never a 0."""
+        try:
+            score = await self._score(solution, problem, host)
+            return "ok", None, score.value, score.extracted, score.details
+        except RUN_LEVEL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a scorer crash is an error, never a 0
+            # Scorers turn malformed model output into a 0 themselves (extracted None); an exception
+            # here (after its retries) is a crash in our code or an evaluator that cannot judge.
+            return ("error", f"ScoringError: {type(exc).__name__}: {exc}", 0.0, None,
+                    {"not_scored": "the scorer raised", "traceback": traceback.format_exc(limit=8)})
+
+    async def _judge_or_error(self, ctx: RunContext, pctx: ProblemContext, problem: Problem, solution: Solution,
+                              value: float) -> tuple[dict[str, Any] | None, float, str, str | None]:
+        """bench2: the LLM judge beside the deterministic score: (its record, the score — the judge's when it is
+        the headline —, status, error). Its failure is the problem's error, never a 0."""
+        judged = None
+        try:
+            judged = await judge_answer(ctx.llms["judge"], self._judge, self.benchmark, problem, solution.answer,
+                                        seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
+            if self._judge.headline:
+                if judged["score"] is None:
+                    raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s): "
+                                        f"{judged['output'][-200:]!r}")
+                value = judged["score"]
+        except RUN_LEVEL:
+            raise
+        except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
+            return judged, value, "error", f"JudgeError: {type(exc).__name__}: {exc}"
+        return judged, value, "ok", None
 
     async def _score(self, solution: Solution, problem: Problem, host: EnvHost | None) -> Score:
         """The benchmark's score, retried ``runner.score_retries`` times (default 1) when the scorer raises:
