@@ -15,15 +15,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def agentic(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=cwd, check=False, capture_output=True, text=True,
                           timeout=120)
 
 
 def test_help_lists_every_command_and_table_without_importing_them():
-    r = subprocess.run([sys.executable, "-c", "import sys; from harness import cli; cli.main(['--help']); "
-                        "print('IMPORTED', sorted(m for m in sys.modules if m.split('.')[0] in "
-                        "('hydra', 'scripts', 'viewer', 'torch') or m == 'harness.run'))"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=60)
+    code = ("import sys; from harness import cli; cli.main(['--help']); print('IMPORTED', sorted(m for m in "
+            "sys.modules if m.split('.')[0] in ('hydra', 'scripts', 'viewer', 'torch') or m == 'harness.run'))")
+    r = subprocess.run([sys.executable, "-c", code],
+                       cwd=ROOT, check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     for name in [*cli.COMMANDS, *cli.TABLES]:
         assert f"\n  {name} " in r.stdout, name

@@ -28,7 +28,7 @@ def tree(tmp_path: Path) -> Path:
 def pip(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     # no build isolation: the venv's setuptools (pyproject requires >=77), no index needed
     return subprocess.run([sys.executable, "-m", "pip", *args, "--no-deps", "--no-build-isolation",
-                           "--disable-pip-version-check"], cwd=cwd, capture_output=True, text=True, timeout=240)
+                           "--disable-pip-version-check"], cwd=cwd, check=False, capture_output=True, text=True, timeout=240)
 
 
 @pytest.mark.parametrize("cmd", [["wheel", ".", "-w", "wheels"], ["install", ".", "--target", "target"]])
@@ -50,7 +50,7 @@ def test_the_editable_install_gives_the_console_command(tree, tmp_path):
     assert "from harness.cli import main" in script.read_text()
     site = Path(sysconfig.get_path("purelib", vars={"base": str(prefix), "platbase": str(prefix)}))
     # the editable finder resolves `harness` to the copy, from any working directory
-    r = subprocess.run([sys.executable, "-c", f"import site; site.addsitedir({str(site)!r}); import harness.cli as c; "
-                        "print(c.__file__); c.main(['--help'])"], cwd="/", capture_output=True, text=True, timeout=60)
+    code = f"import site; site.addsitedir({str(site)!r}); import harness.cli as c; print(c.__file__); c.main(['--help'])"
+    r = subprocess.run([sys.executable, "-c", code], cwd="/", check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0] == str(tree / "harness" / "cli.py") and "reference-scores" in r.stdout

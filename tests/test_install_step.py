@@ -13,7 +13,7 @@ def step(tmp_path: Path, script: str, *extra: str) -> subprocess.CompletedProces
     # the system interpreter's way: a plain file, no package imports (the venv may not exist yet)
     return subprocess.run([sys.executable, "-S", str(STEP), "--step", "2/5", "--title", "fake step",
                            "--log", str(tmp_path / "logs" / "fake.log"), *extra, "--", "sh", "-c", script],
-                          capture_output=True, text=True, timeout=60)
+                          check=False, capture_output=True, text=True, timeout=60)
 
 
 def test_a_failing_step_shows_the_tail_and_the_full_log_path(tmp_path):
@@ -53,5 +53,5 @@ def test_output_stays_in_the_log_and_only_unknown_warnings_are_shown(tmp_path):
 
 def test_a_command_that_cannot_start_is_a_failure_with_its_log(tmp_path):
     r = subprocess.run([sys.executable, "-S", str(STEP), "--title", "missing", "--log", str(tmp_path / "m.log"),
-                        "--", str(tmp_path / "no-such-program")], capture_output=True, text=True, timeout=60)
+                        "--", str(tmp_path / "no-such-program")], check=False, capture_output=True, text=True, timeout=60)
     assert r.returncode == 127 and "cannot start" in r.stdout and "full log:" in r.stdout

@@ -7,7 +7,7 @@ setuptools makes them; ``pip install .`` and ``pip wheel .`` stop at once and sa
 """
 from __future__ import annotations
 
-from setuptools.build_meta import *  # noqa: F401,F403  (every hook setuptools defines, editable ones included)
+from setuptools.build_meta import *  # every hook setuptools defines, the editable ones included
 
 REFUSAL = ("agentic-repro is checkout-only (configs/, data/ and results/ live in the git clone): "
            "install it with `pip install -e .` or `make install` from the checkout, not `pip install .`")
