@@ -31,7 +31,7 @@ def stage1_rows(benchmark: str) -> list[dict[str, Any]]:
     from dyflow.config import Options
     from dyflow.method import task_text
     from harness.benchmark import build_benchmark
-    from scripts.runs import compose
+    from harness.compose import compose
 
     bench = build_benchmark(compose([f"benchmark={benchmark}", "method=dyflow", "benchmark.split=train"])["benchmark"])
     problems, _ = bench.load()
