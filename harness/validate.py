@@ -59,6 +59,16 @@ def _positive_int_or_null(cfg: dict[str, Any], key: str, what: str, prefix: str 
 
 def validate_run_config(cfg: dict[str, Any]) -> None:
     """Raise :class:`ConfigError` for the first unusable option of a resolved run config."""
+    _check_known(cfg)
+    _check_top_level(cfg)
+    _check_cache_and_sandbox(cfg)
+    _check_runner(cfg.get("runner") or {})
+    _check_backbones(cfg)
+    _check_sampling("sampling", cfg.get("sampling") or {})
+
+
+def _check_known(cfg: dict[str, Any]) -> None:
+    """Every option is one some part of the harness reads (a typo is refused, not ignored)."""
     top, blocks = _declared()
     unknown = sorted(set(cfg) - top - {"hydra"})
     if unknown:
@@ -74,6 +84,8 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
         if group in cfg and not (isinstance(cfg[group], dict) and cfg[group].get("name")):
             _fail(group, cfg[group], f"a {group} config with a name (pick one of configs/{group}/*.yaml)")
 
+
+def _check_top_level(cfg: dict[str, Any]) -> None:
     seed = cfg.get("seed")
     if not (_is_int(seed) and seed >= 0):
         _fail("seed", seed, "a non-negative integer (the papers use 42, 123, 456)")
@@ -88,6 +100,8 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
     if "restart" in cfg and not isinstance(cfg["restart"], bool):
         _fail("restart", cfg["restart"], "true or false")
 
+
+def _check_cache_and_sandbox(cfg: dict[str, Any]) -> None:
     from harness.cache import MODES
 
     cache = cfg.get("cache") or {}
@@ -101,7 +115,8 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
         _fail("sandbox.isolation", isolation, "bwrap (bubblewrap pod, the default) or process (no filesystem "
               "isolation, recorded in every run and footnoted)")
 
-    runner = cfg.get("runner") or {}
+
+def _check_runner(runner: dict[str, Any]) -> None:
     _positive_int_or_null(runner, "max_concurrent_problems", "problems solved at once", "runner.")
     for key in ("progress", "fsync"):
         if key in runner and not isinstance(runner[key], bool):
@@ -122,6 +137,11 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
     if v is not None and not (_is_int(v) and v >= 1):
         _fail("runner.budgets.max_calls_per_problem", v, "a positive integer, or null for no budget")
 
+
+def _check_backbones(cfg: dict[str, Any]) -> None:
+    """The run's backbone and every role's own: concurrency, sampling, the rate_limit block."""
+    from harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
+
     backbones = [("backbone", cfg.get("backbone") or {})]
     backbones += [(f"roles.{r}", b) for r, b in (cfg.get("roles") or {}).items() if isinstance(b, dict)]
     for prefix, bb in backbones:
@@ -129,10 +149,7 @@ def validate_run_config(cfg: dict[str, Any]) -> None:
         if mc is not None and not (_is_int(mc) and mc >= 1):
             _fail(f"{prefix}.max_concurrency", mc, "a positive integer (requests in flight at once)")
         _check_sampling(f"{prefix}.sampling", bb.get("sampling") or {})
-        from harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
-
         check_backbone_config(prefix, bb)
-    _check_sampling("sampling", cfg.get("sampling") or {})
 
 
 def _check_sampling(prefix: str, sampling: dict[str, Any]) -> None:
