@@ -457,9 +457,35 @@ def size_note(exp: dict[str, Any], proto: dict[str, Any]) -> str | None:
             + "".join(text for text, shown in parts if shown) + ".")
 
 
-def table_notes(ren: Rendering, exp: dict[str, Any], alpha: float, proto: dict[str, Any]) -> list[str]:
+def scorer_note(body: list[dict[str, Any]], exp: dict[str, Any], labels: dict[str, str]) -> str | None:
+    """Which scorer every cell's runs recorded (config.yaml ``benchmark``: the keys of the paper's rule), per
+    benchmark with the rows that used each, against the paper's: a cell without a ↳ protocol line says it too."""
+    pbs = (((exp.get("reference") or {}).get("protocol") or {}).get("benchmarks") or {})
+    parts = []
+    for b in exp["benchmarks"]:
+        keys = [k for k in ((pbs.get(b) or {}).get("rule") or {}) if k != "metric"]
+        groups: dict[str, list[str]] = {}
+        for r in body:
+            a = r["aggs"].get(b)
+            for run in (a.runs if a else []):
+                bc = run.config().get("benchmark") or {}
+                rule = ", ".join(f"{k}={bc.get(k, 'not recorded')}" for k in keys)
+                if rule and r["row"]["label"] not in groups.setdefault(rule, []):
+                    groups[rule].append(r["row"]["label"])
+        if groups:
+            want = ", ".join(f"{k}={pbs[b]['rule'][k]}" for k in keys)
+            parts.append(f"{labels.get(b, b)}: " + "; ".join(f"{k} ({', '.join(v)})" for k, v in groups.items())
+                         + f" (paper: {want})")
+    return ("Scorer each cell's runs recorded (config.yaml): " + " | ".join(parts) + ".") if parts else None
+
+
+def table_notes(ren: Rendering, exp: dict[str, Any], alpha: float, proto: dict[str, Any],
+                body: list[dict[str, Any]]) -> list[str]:
     """The notes under one backbone's table, in reading order."""
     notes = [scores_note(ren.ci_methods), marks_note(alpha)]
+    scorers = scorer_note(body, exp, ren.labels)
+    if scorers:
+        notes.append(scorers)
     if ren.incomplete:
         notes.append("incomplete = the cell's runs have errors (infrastructure failures, not wrong answers) or "
                      "unanswered problems; it is not averaged. Re-run the target to resume or retry: "
@@ -501,7 +527,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any] | None = None,
         if pref:
             table.rows.extend(paper_rows(r["row"], r, pref, benches, ren.records, backbone, pp))
             ren.any_inferred |= any(bool((pref.get(b) or {}).get("inferred")) for b in [*benches, "avg"])
-    table.notes = table_notes(ren, exp, alpha, proto)
+    table.notes = table_notes(ren, exp, alpha, proto, body)
     return table, ren.records
 
 

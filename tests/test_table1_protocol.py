@@ -197,3 +197,18 @@ def test_paper_size_scores_math_as_the_paper_and_the_embedded_default_keeps_math
     m500 = problems("math/math500_test.jsonl")
     assert len(m500) == 500 and not m500 & problems("math/math_train.jsonl")
     assert m500 & problems("aflow_splits/math_validate.jsonl")    # why the searched rows do not search there
+
+
+def test_every_cell_names_the_scorer_its_runs_recorded(tmp_path):
+    """Issue 21: rows without a ↳ protocol line too: a note names, per benchmark, the scorer rule each cell's runs
+    recorded (config.yaml) with the rows that used it, against the paper's; MATH by math-verify and by AFlow's
+    checker side by side."""
+    from scripts import table1
+
+    root = tmp_path / "results"
+    shutil.copytree(FIXTURE / "math" / "io", root / "table1" / "math" / "io")     # math-verify, as recorded
+    _as_method(root, "math", "cot", lambda c: c["benchmark"].update(equivalence="aflow"))
+    t, _ = table1.build(root, "local")
+    note = next(n for n in t.notes if n.startswith("Scorer each cell's runs recorded"))
+    assert "MATH: equivalence=math_verify (IO); equivalence=aflow (CoT) (paper: equivalence=aflow)" in note
+    assert "GSM8K" not in note                      # no GSM8K runs: nothing to name
