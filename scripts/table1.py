@@ -457,6 +457,19 @@ def size_note(exp: dict[str, Any], proto: dict[str, Any]) -> str | None:
             + "".join(text for text, shown in parts if shown) + ".")
 
 
+def rule_groups(body: list[dict[str, Any]], b: str, keys: list[str]) -> dict[str, list[str]]:
+    """``k=v, ...`` of the scorer ``keys`` each run of benchmark ``b`` recorded -> the rows whose runs did."""
+    groups: dict[str, list[str]] = {}
+    for r in body:
+        a = r["aggs"].get(b)
+        for run in (a.runs if a else []):
+            bc = run.config().get("benchmark") or {}
+            rule = ", ".join(f"{k}={bc.get(k, 'not recorded')}" for k in keys)
+            if rule and r["row"]["label"] not in groups.setdefault(rule, []):
+                groups[rule].append(r["row"]["label"])
+    return groups
+
+
 def scorer_note(body: list[dict[str, Any]], exp: dict[str, Any], labels: dict[str, str]) -> str | None:
     """Which scorer every cell's runs recorded (config.yaml ``benchmark``: the keys of the paper's rule), per
     benchmark with the rows that used each, against the paper's: a cell without a ↳ protocol line says it too."""
@@ -464,14 +477,7 @@ def scorer_note(body: list[dict[str, Any]], exp: dict[str, Any], labels: dict[st
     parts = []
     for b in exp["benchmarks"]:
         keys = [k for k in ((pbs.get(b) or {}).get("rule") or {}) if k != "metric"]
-        groups: dict[str, list[str]] = {}
-        for r in body:
-            a = r["aggs"].get(b)
-            for run in (a.runs if a else []):
-                bc = run.config().get("benchmark") or {}
-                rule = ", ".join(f"{k}={bc.get(k, 'not recorded')}" for k in keys)
-                if rule and r["row"]["label"] not in groups.setdefault(rule, []):
-                    groups[rule].append(r["row"]["label"])
+        groups = rule_groups(body, b, keys)
         if groups:
             want = ", ".join(f"{k}={pbs[b]['rule'][k]}" for k in keys)
             parts.append(f"{labels.get(b, b)}: " + "; ".join(f"{k} ({', '.join(v)})" for k, v in groups.items())
