@@ -86,7 +86,7 @@ install: $(STAMP)/core sandbox-tools
 # the build is skipped (no line) when the cached binary is there
 install-server: install
 	@$(PY) -m harness.embedded.build --print >/dev/null 2>&1 || \
-	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) ~13 min loaded)") \
+	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) 13-35 min loaded)") \
 	  nice -n 10 $(PY) -m harness.embedded.build --progress
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
