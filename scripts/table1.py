@@ -451,6 +451,10 @@ def size_note(exp: dict[str, Any], proto: dict[str, Any]) -> str | None:
         (f"; overrides {' '.join(st.get('overrides') or [])}", st.get("overrides")),
         ("; per benchmark: " + "; ".join(f"{b}: {' '.join(v)}" for b, v in (st.get("overrides_by_benchmark") or {}).items()),
          st.get("overrides_by_benchmark")),
+        ("; per method and benchmark: " + "; ".join(f"{m} {b}: {' '.join(v)}" for m, bv in
+                                                    (st.get("overrides_by_method_benchmark") or {}).items()
+                                                    for b, v in bv.items()),
+         st.get("overrides_by_method_benchmark")),
         (f"; command line: {' '.join(command_line(proto))}", command_line(proto)),
     ]
     return (f"Size '{proto.get('protocol')}' (last reproduce run): seeds {st.get('seeds')}, {first} of each split"

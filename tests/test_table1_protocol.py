@@ -197,6 +197,11 @@ def test_paper_size_scores_math_as_the_paper_and_the_embedded_default_keeps_math
     m500 = problems("math/math500_test.jsonl")
     assert len(m500) == 500 and not m500 & problems("math/math_train.jsonl")
     assert m500 & problems("aflow_splits/math_validate.jsonl")    # why the searched rows do not search there
+    from scripts.table1 import size_note
+
+    note = size_note(exp, {"protocol": "paper", "settings": info["protocol_settings"]})
+    assert "per benchmark: math: benchmark.split=math500 benchmark.equivalence=aflow" in note
+    assert "aflow math: method.search.split=train" in note     # the table says where the searched rows searched
 
 
 def test_every_cell_names_the_scorer_its_runs_recorded(tmp_path):
