@@ -81,6 +81,18 @@ def test_no_cycle_between_top_level_packages():
     assert not found, "import cycles between top-level packages: " + " | ".join(describe(g, c) for c in found)
 
 
+#: what the core may import of ours: only the sandbox leaf (it configures it and records its isolation)
+HARNESS_MAY_IMPORT = {"evaluators.sandbox"}
+
+
+def test_the_harness_is_the_floor():
+    # the core reads without the methods, benchmarks, training or scripts built on it
+    g = package_graph(ROOT)
+    above = {b: d for _, b, d in g.out_edges("harness", data=True) if b not in HARNESS_MAY_IMPORT}
+    assert not above, "harness/ imports packages built on it: " + "; ".join(
+        f"{b} ({d['file']}: {d['module']})" for b, d in sorted(above.items()))
+
+
 def imports_of_tests(root: Path) -> list[str]:
     """Every ``file: module`` outside tests/ that imports the ``tests`` package."""
     out = []
