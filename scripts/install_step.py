@@ -9,7 +9,7 @@ build), and a newcomer cannot tell a build from a hang. Every install target run
 - prints ``[3/6] building llama-server (...) …`` once, then every ``--every`` seconds (15) a heartbeat with the
   elapsed time and the newest progress line of the log (a compiler's ``[n/N]``, a download's percentage), if any;
 - the command's stdout and stderr go to ``--log`` only (truncated at the start), never to the terminal;
-- on success: ``done in 1m20s`` and the warnings of the log that are not known to be harmless (``HARMLESS``);
+- on success: ``done in 1m20s`` and the warning and error lines of the log not known to be harmless (``HARMLESS``);
 - on failure: the last ``--tail`` lines of the log, the full log's path, and the command's exit status.
 
 Standard library only: the first step creates the virtual environment, so it runs with the system ``python3``.
@@ -33,7 +33,9 @@ HARMLESS = (
     re.compile(r"(?i)new release of pip|pip install --upgrade pip"),
     re.compile(r"(?i)running pip as the 'root' user"),
 )
-WARNING = re.compile(r"(?i)^\s*(WARNING|DEPRECATION|.*Warning:)")
+#: Lines shown after a successful step: warnings, and the errors a step reports without failing (`make data`'s
+#: ``ERR <file> ... could not be downloaded`` for an optional file).
+WARNING = re.compile(r"^\s*(WARNING|WARN|DEPRECATION|ERROR|ERR)\b|Warning:")
 #: A progress line worth repeating in a heartbeat: ninja's/cmake's ``[12/206]``, a percentage.
 PROGRESS = re.compile(r"^\s*\[\s*\d+\s*/\s*\d+\s*\]|\b\d{1,3}%")
 

@@ -43,11 +43,12 @@ def test_output_stays_in_the_log_and_only_unknown_warnings_are_shown(tmp_path):
     script = ("echo \"WARNING: Location 'file:///opt/pypi/simple/x/' is ignored: it is neither a file nor a dir\"; "
               "echo 'SetuptoolsDeprecationWarning: `project.license` as a TOML table is deprecated'; "
               "echo 'Obtaining file:///work/main (editable install)'; echo 'Successfully installed x-1.0'; "
-              "echo 'WARNING: the cache folder is not writable'")
+              "echo 'WARNING: the cache folder is not writable'; echo 'ERR finqa/dev.json could not be downloaded'")
     r = step(tmp_path, script)
     assert r.returncode == 0
     assert r.stdout.splitlines() == ["[2/5] fake step …", r.stdout.splitlines()[1],
-                                     "    WARNING: the cache folder is not writable"]
+                                     "    WARNING: the cache folder is not writable",
+                                     "    ERR finqa/dev.json could not be downloaded"]
     assert "is ignored" not in r.stdout and "project.license" not in r.stdout and "Successfully" not in r.stdout
 
 
