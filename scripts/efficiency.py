@@ -16,6 +16,7 @@ benchmark and backbone and writes Markdown/LaTeX/CSV and a PNG/PDF figure.
 """
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,7 @@ def figure3(root: Path, exp_name: str, benches: list[str], backbone: str, method
         ys = [100 * sum(s for _, s in b) / len(b) for b in bins]
         rho = spearmanr(xs, ys).statistic if len(set(xs)) > 1 and len(set(ys)) > 1 else float("nan")
         # (denoiseflow.report.spearman gives the same rank correlation; scipy is already a core dependency)
-        rho_txt = "n/a" if rho != rho else f"{rho:+.2f}"
+        rho_txt = "n/a" if math.isnan(rho) else f"{rho:+.2f}"
         ax.plot(xs, ys, marker="o", lw=2.2 if m == "denoiseflow" else 1.2,
                 label=f"{m} ({src}): binned ρ={rho_txt}, n={len(pts)}")
         stats.append({"table": "fig3", "backbone": backbone, "method": m, "risk_source": src, "n": len(pts),

@@ -39,7 +39,7 @@ def test_protocol_line_is_generated_from_the_recorded_runs(tmp_path):
 
     root = tmp_path / "results"
     gsm = _as_method(root, "gsm8k", "denoiseflow")
-    math = _as_method(root, "math", "denoiseflow")
+    _as_method(root, "math", "denoiseflow")
     t, recs = table1.build(root, "local")
     i, _ = _row(t, "DenoiseFlow")
     paper, delta, proto = t.rows[i + 1], t.rows[i + 2], t.rows[i + 3]

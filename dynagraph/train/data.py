@@ -70,7 +70,8 @@ def candidate_phi(t: Trajectory, c: dict[str, Any], score: Callable[[Trajectory,
     return score(t, c.get("answer", ""))
 
 
-def critic_plans(opts: CriticOptions = CriticOptions(), phi: Callable[[Trajectory, str], float] | None = None
+def critic_plans(opts: CriticOptions = CriticOptions(),  # noqa: B008 - frozen dataclass, never mutated
+                 phi: Callable[[Trajectory, str], float] | None = None
                  ) -> Callable[[Trajectory], list[Example]]:
     """The DPO extractor: one planner Example per executed candidate, labelled with R(tau)."""
     score = phi or GoldScorer()
