@@ -19,7 +19,8 @@ each dimension likewise. The headline is their mean over tasks (the paper report
 Deviations from the release, each because the house rule forbids a failed measurement becoming a 0:
 both totals 0 (0/0) is no score (the release writes 0): the reply is asked again, then the problem is an
 error; a dimension whose ratio is 0/0 is left out of that dimension's mean (the release averages its 0);
-a non-finite score (NaN) is skipped like an unreadable one (the release would carry it into the total).
+a non-finite (NaN, infinite) or negative score makes the reply unusable: the release carries NaN into the
+total and writes an overall 0, and a negative score (the prompt asks for 0-10) gives ratios outside [0, 1].
 A judge still unusable after the 10 attempts makes the problem an error (``JudgeError``), never a 0.
 
 Deviation (recorded in the config): the release first rewrites each article with an LLM "ArticleCleaner"
@@ -50,7 +51,7 @@ from harness.types import Problem, Score
 
 PROMPTS = Path(__file__).resolve().parent / "deepresearch_prompts"
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
-RACE_VERSION = "2"   # 2: the release's extraction, missing-reference and empty-criterion rules
+RACE_VERSION = "3"   # 2: the release's extraction, missing-reference and empty-criterion rules; 3: off-scale unusable
 
 
 def criteria_for_prompt(criteria: dict[str, Any]) -> str:
@@ -158,17 +159,22 @@ class _NotAScore(ValueError):
     pass
 
 
+class _OffScale(_NotAScore):
+    """A number, but not a judgement on the 0-10 scale (NaN, infinite, negative): the reply is unusable."""
+
+
 def _judge_score(value: Any) -> float | None:
     """A judge's criterion score as the release reads it: ``float(value)``, None when absent; a value float()
-    rejects, or a non-finite one (the release would carry NaN into the total), raises :class:`_NotAScore`."""
+    rejects raises :class:`_NotAScore` (skipped, as the release skips it); a non-finite or negative one raises
+    :class:`_OffScale` (counted in ``off_scale``: the reply is unusable, see :meth:`DeepResearchBench.judge_parse`)."""
     if value is None:
         return None
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
         raise _NotAScore(repr(value)) from exc
-    if not math.isfinite(v):
-        raise _NotAScore(repr(value))
+    if not math.isfinite(v) or v < 0:
+        raise _OffScale(repr(value))
     return v
 
 
@@ -177,7 +183,8 @@ def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, A
     ``calculate_weighted_scores`` rules (read, not copied):
 
     - a dimension that is not a list, has no dimension weight or no criteria is skipped;
-    - an item that is not a dict, or whose score float() rejects, is skipped; an item with an empty (or
+    - an item that is not a dict, or whose score float() rejects, is skipped (a NaN, infinite or negative
+      score is also counted in ``off_scale``, which makes the reply unusable); an item with an empty (or
       whitespace) criterion, or without an ``article_1_score`` (``target_score`` stands in for it), is skipped
       (``empty_criteria`` / ``no_target_score`` count them);
     - a criterion **without an ``article_2_score``** still counts: its weight enters the denominator and the
@@ -198,7 +205,7 @@ def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, A
     missing_ref: list[str] = []
     zeroed: list[str] = []
     unscored: list[str] = []
-    skipped = {"empty_criteria": 0, "no_target_score": 0, "invalid_score": 0}
+    skipped = {"empty_criteria": 0, "no_target_score": 0, "invalid_score": 0, "off_scale": 0}
     for dim, items in judged.items():
         if not isinstance(items, list) or dim not in dim_weights or not weights.get(dim):
             continue
@@ -214,8 +221,9 @@ def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, A
                 a1 = item["target_score"]
             try:
                 s1, s2 = _judge_score(a1), _judge_score(item.get("article_2_score"))
-            except _NotAScore:
+            except _NotAScore as exc:
                 skipped["invalid_score"] += 1
+                skipped["off_scale"] += isinstance(exc, _OffScale)
                 continue
             last_ref = s2
             if not text or s1 is None:
@@ -307,12 +315,12 @@ class DeepResearchBench(Benchmark):
         """RACE of one judge reply; None (asked again, then the problem's error) when the reply is not a
         judgement: no parsable JSON or a dimension missing (the release's retry conditions), or an overall
         ratio that is 0/0 (the release would score it 0: the judge failing is our instrument failing, never
-        the report's score). An empty dimension is scored as the release scores it (listed in ``unscored``)."""
+        the report's score), or a score off the 0-10 scale (NaN, infinite, negative). An empty dimension is scored as the release scores it (listed in ``unscored``)."""
         judged = parse_race_json(text)
         if judged is None:
             return None
         race = race_scores(judged, problem.fields["criteria"])
-        if race["overall"] is None:
+        if race["overall"] is None or race["off_scale"]:
             return None
         return {"score": race["overall"], "race": race, "race_version": RACE_VERSION}
 

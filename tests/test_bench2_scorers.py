@@ -441,19 +441,47 @@ def test_race_a_usable_reply_scores_as_hand_computed():
 
 
 @pytest.mark.parametrize("comp,ins,why", [
-    ([_item("Coverage", 8, 4)], [], "insight empty: was scored 0 for insight"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", "n/a", "n/a")], "no numeric insight score: was 0"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", float("nan"), 5)], "NaN score: was NaN"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", 7, None)], "no reference score: read as 0, so insight 1.0"),
-    ([_item("Coverage", 0, 0)], [_item("Depth", 0, 0)], "0/0: was an overall 0"),
-    ([_item("Coverage", 5, 5)], [_item("Depth", 0, 0)], "insight 0/0: was a dimension 0"),
-    ([_item("Coverage", -3, 5)], [_item("Depth", 6, 6)], "a negative score: not on the 0-10 scale"),
+    ([_item("Coverage", 0, 0)], [_item("Depth", 0, 0)], "0/0: was an overall 0 (the release writes 0)"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", float("nan"), 5)], "NaN score: the release's total is NaN, its overall 0"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", 7, float("inf"))], "infinite score: the release's overall is NaN"),
+    ([_item("Coverage", -3, 5)], [_item("Depth", 6, 6)], "a negative score: not on the 0-10 scale, ratio -1.5"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", 6, -1)], "a negative reference score: not on the 0-10 scale"),
 ])
 def test_race_a_reply_that_is_not_a_judgement_is_unusable(comp, ins, why):
     assert _race_parse(_race_reply(comp, ins)) is None, why
 
 
-def test_race_a_criterion_without_both_scores_is_left_out_not_zeroed():
+# Replies the old expectation called unusable that the DeepResearch Bench release (utils/score_calculator.py
+# @ 214741e) scores, and so do we now (issue 21: follow the release); each visible in the race record.
+@pytest.mark.parametrize("ins,score,unscored,why", [
+    ([], 4 / 6, ["insight"], "release: an empty dimension averages 0 for both articles"),
+    ([_item("Depth", "n/a", "n/a")], 4 / 6, ["insight"], "release: a score float() rejects is skipped"),
+    ([_item("Depth", 7, None)], 7.5 / 9.5, [], "release: no reference score counts for the target, reference 0"),
+])
+def test_race_a_reply_the_release_scores_is_scored_as_the_release(ins, score, unscored, why):
+    parsed = _race_parse(_race_reply([_item("Coverage", 8, 4)], ins))
+    assert parsed is not None, why
+    assert parsed["score"] == pytest.approx(score) and parsed["race"]["unscored"] == unscored, why
+    if unscored:   # the dimension's 0/0 ratio is undefined: left out of the dimension means, never a 0
+        assert "insight" not in parsed["race"]["dims"]
+    else:
+        assert parsed["race"]["dims"]["insight"] == {"target": 7.0, "reference": 0.0, "relative": 1.0}
+        assert parsed["race"]["missing_reference"] == ["insight:Depth"]
+
+
+def test_race_a_dimension_scored_0_for_both_is_scored_as_the_release_its_ratio_left_out():
+    parsed = _race_parse(_race_reply([_item("Coverage", 5, 5)], [_item("Depth", 0, 0)]))
+    # the release: insight 0 vs 0 adds nothing to either total, overall 2.5 / 5; its dimension ratio (0/0)
+    # is undefined here (the release writes 0 and averages it)
+    assert parsed["score"] == pytest.approx(0.5) and parsed["race"]["unscored"] == ["insight"]
+    assert set(parsed["race"]["dims"]) == {"comprehensiveness"}
+
+
+def test_race_a_criterion_without_a_reference_score_counts_for_the_target_as_the_release():
     parsed = _race_parse(_race_reply([_item("Coverage", 8, 4), _item("Data", 9, None)], [_item("Depth", 6, 6)]))
-    # Data left out: comprehensiveness is Coverage alone, 8 vs 4 (before: Data's reference counted as 0)
-    assert parsed["race"]["dims"]["comprehensiveness"] == {"target": 8.0, "reference": 4.0, "relative": 8 / 12}
+    # the release: Data's weight stays in the denominator, the reference gets nothing for it, and because Data
+    # is the dimension's last item, the whole reference average is 0 (it used to leave Data out: 8 vs 4)
+    assert parsed["race"]["dims"]["comprehensiveness"] == {"target": 8.25, "reference": 0.0, "relative": 1.0}
+    assert parsed["race"]["missing_reference"] == ["comprehensiveness:Data"]
+    assert parsed["race"]["reference_zeroed"] == ["comprehensiveness"]
+    assert parsed["score"] == pytest.approx((0.5 * 8.25 + 3) / (0.5 * 8.25 + 3 + 3))
