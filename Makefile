@@ -38,7 +38,7 @@ help:
 LOGS  ?= .cache/install-logs
 STEP   = $(PYTHON_SYS) scripts/install_step.py --log $(LOGS)/$(1).log --step $(2) --title $(3) --
 PIPQ  := $(PIP) install --quiet --disable-pip-version-check
-CLI   := $(PY) -m harness.cli
+CLI   := $(PY) -m agentic_repro.harness.cli
 
 $(PY):
 	@$(call STEP,venv,1/6,"creating the virtual environment $(VENV)") $(PYTHON_SYS) -m venv $(VENV)
@@ -85,9 +85,9 @@ sandbox-tools:
 install: $(STAMP)/core sandbox-tools
 # the build is skipped (no line) when the cached binary is there
 install-server: install
-	@$(PY) -m harness.embedded.build --print >/dev/null 2>&1 || \
+	@$(PY) -m agentic_repro.harness.embedded.build --print >/dev/null 2>&1 || \
 	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) 13-35 min loaded)") \
-	  nice -n 10 $(PY) -m harness.embedded.build --progress
+	  nice -n 10 $(PY) -m agentic_repro.harness.embedded.build --progress
 install-python-server: install $(STAMP)/python-server
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
@@ -216,7 +216,7 @@ auq-figures: install
 # the problems are refused (ARGS=evidence=closed_book runs them, labelled closed-book).
 .PHONY: reproduce-auq-table3
 reproduce-auq-table3: $(AUQ_DEPS)
-	$(PY) -m scripts.auq_deepresearch run what=all backbone=$(BACKBONE) $(if $(JUDGE),judge=$(JUDGE)) $(if $(SIZE),size=$(SIZE)) $(ARGS)
+	$(PY) -m agentic_repro.scripts.auq_deepresearch run what=all backbone=$(BACKBONE) $(if $(JUDGE),judge=$(JUDGE)) $(if $(SIZE),size=$(SIZE)) $(ARGS)
 
 # ---- DynaGraph (arXiv 2605.29511): Tables 1/2 (scripts/dynagraph_tables.py, scripts/experiments/dynagraph_*.yaml),
 # the memory bench, and the planner's critic-guided DPO data (dynagraph/README.md). FinQA cells need `make data`
@@ -240,11 +240,11 @@ DYFLOW_RUN = $(CLI) table dyflow run=true backbone=$(BACKBONE) $(if $(SIZE),size
         reproduce-dyflow-passk reproduce-dyflow-fig6 reproduce-dyflow dyflow-figures
 reproduce-dyflow-train: $(BACKBONE_DEPS) install-train data
 	$(DYFLOW_RUN) table=selfplay
-	$(PY) -m dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=$(TRAIN_BASE) \
+	$(PY) -m agentic_repro.dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=$(TRAIN_BASE) \
 	    steps=collect,sft,kto,kto_only $(TRAIN_ARGS)
 reproduce-dyflow-train-xtask: $(BACKBONE_DEPS) install-train data
 	$(DYFLOW_RUN) table=selfplay-B
-	$(PY) -m dyflow.train.pipeline runs=results/dyflow_selfplay-B out=adapters/dyplanner-xtask-B base=$(TRAIN_BASE) $(TRAIN_ARGS)
+	$(PY) -m agentic_repro.dyflow.train.pipeline runs=results/dyflow_selfplay-B out=adapters/dyplanner-xtask-B base=$(TRAIN_BASE) $(TRAIN_ARGS)
 reproduce-dyflow-table1: $(BACKBONE_DEPS) data
 	$(DYFLOW_RUN) table=table1,operators
 reproduce-dyflow-table2: $(BACKBONE_DEPS) data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from agents.confidence import tag_text
+from agentic_repro.agents.confidence import tag_text
 
 _ACTION_LINE = re.compile(r"^\s*(?:\*\*)?action(?:\*\*)?\s*:\s*(.+?)\s*$", re.I | re.M)
 

@@ -7,7 +7,7 @@ a ``ctx.env()`` session with it. Each step is recorded as it happens through the
 number of model calls it took, and whatever the policy put in ``Decision.extra`` (reflections, samples).
 
 - **Admissible actions** come from the environment (``StepResult.actions``); the environment's
-  :class:`agents.profiles.Profile` decides whether a proposed action is one of them (ALFWorld accepts the old
+  :class:`agentic_repro.agents.profiles.Profile` decides whether a proposed action is one of them (ALFWorld accepts the old
   "put" form, WebShop any ``search[...]`` on the search page).
 - **Wasted steps**: an unparsable reply (``Decision.action is None``) or an inadmissible action costs one step
   and is recorded with ``valid: false``. ``invalid_action: send`` (default) sends it to the environment, which
@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Awaitable, Callable
 
-from agents.profiles import Profile, profile_for
+from agentic_repro.agents.profiles import Profile, profile_for
 
 UNPARSABLE = "(unparsable reply)"
 SKIPPED = "Invalid action: {action!r} is not one of the admissible actions. Choose one of the admissible actions."
@@ -201,7 +201,7 @@ async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | N
 def episode_solution(results: list[EpisodeResult], **trace: Any) -> Any:
     """The method's Solution: the last action as the answer (kept, not scored: the environment scores), the
     last step's confidence (None when not elicited), and every episode's summary in the trace."""
-    from harness.types import Solution
+    from agentic_repro.harness.types import Solution
 
     last = results[-1] if results else None
     turns = last.turns if last else []

@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.confidence import ELICITATION, elicit as elicit_reply
-from agents.loop import WINDOW, AgentState, Decision
-from agents.actions import parse_action
-from agents.prompts import auq_messages, react_examples, react_messages
-from agents.profiles import profile_for
+from agentic_repro.agents.confidence import ELICITATION, elicit as elicit_reply
+from agentic_repro.agents.loop import WINDOW, AgentState, Decision
+from agentic_repro.agents.actions import parse_action
+from agentic_repro.agents.prompts import auq_messages, react_examples, react_messages
+from agentic_repro.agents.profiles import profile_for
 
 STYLES = ("auq", "react")
 ELICIT_MODES = ("none", "inline", "separate")

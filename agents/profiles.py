@@ -74,7 +74,7 @@ class ALFWorldProfile(Profile):
         found = super().admissible(action, actions)
         if found is not None or not action or actions is None:
             return found
-        from envs.alfworld import rewrite_action
+        from agentic_repro.envs.alfworld import rewrite_action
 
         moved = rewrite_action(normalise(action), "put_to_move")
         return super().admissible(moved, actions)

@@ -20,8 +20,8 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from agents.confidence import ELICITATION
-from agents.loop import WINDOW, AgentState
+from agentic_repro.agents.confidence import ELICITATION
+from agentic_repro.agents.loop import WINDOW, AgentState
 
 PROMPT_FILES = {
     "react_alfworld": "react_alfworld_3prompts.jsonl",
@@ -63,7 +63,7 @@ def _load(path: str) -> tuple[dict, ...]:
 
 def prompt_rows(kind: str, data_dir: str | None = None) -> tuple[dict, ...]:
     """The records of one agent-prompt file under ``<data>/agent_prompts/`` (``make data`` places them)."""
-    from evaluators.data import data_dir as resolve
+    from agentic_repro.evaluators.data import data_dir as resolve
 
     path = resolve(data_dir) / "agent_prompts" / PROMPT_FILES[kind]
     if not path.is_file():

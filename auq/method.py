@@ -1,15 +1,15 @@
-"""AUQ's three variants as one agent policy on the shared loop (``agents.loop.run_episode``), wrapping ReAct's.
+"""AUQ's three variants as one agent policy on the shared loop (``agentic_repro.agents.loop.run_episode``), wrapping ReAct's.
 
 - **Forward** (UAM only, System 1): every step's reply gives an action, a verbalised confidence c_t and an
-  explanation e_t (the recovered elicitation instruction, ``agents.confidence.ELICITATION``, appended to the
+  explanation e_t (the recovered elicitation instruction, ``agentic_repro.agents.confidence.ELICITATION``, appended to the
   step prompt), and the history shows past (c_i, e_i) in the supplement's memory format (§11.3). No rule acts
   on the confidence: keeping it in context is the mechanism.
 - **Inverse** (UAR only, System 2): the same elicitation, the history *without* confidences (ReAct's format),
-  and the switch S = 1[c_t < tau]: on a trigger, :func:`auq.reflection.resolve` runs Best-of-N
+  and the switch S = 1[c_t < tau]: on a trigger, :func:`agentic_repro.auq.reflection.resolve` runs Best-of-N
   critique-and-refine with S_cons selection and, with a limited window, Adaptive Memory Expansion.
 - **Dual** (AUQ): both.
 
-The base step (prompt, parsing, admissibility) is ReAct's (:class:`agents.policy.ReactPolicy`, ``style`` and
+The base step (prompt, parsing, admissibility) is ReAct's (:class:`agentic_repro.agents.policy.ReactPolicy`, ``style`` and
 ``few_shot`` as for the ReAct row); AUQ changes only what the paper changes. A missing or malformed
 ``<confidence>`` is recorded as missing (never 1.0 or 0.0); memory expansion runs only when the window hides
 earlier steps (``expansion_when: truncated``; ``always``: in every limited-window step, as literally stated); ``missing_confidence: reflect`` (default) treats
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.confidence import ELICITATION
-from agents.loop import WINDOW, AgentState, Decision, episode_solution, run_episode
-from agents.policy import ReactPolicy
-from agents.profiles import normalise, profile_for
-from auq import prompts
-from auq.reflection import Candidate, UARConfig, resolve
+from agentic_repro.agents.confidence import ELICITATION
+from agentic_repro.agents.loop import WINDOW, AgentState, Decision, episode_solution, run_episode
+from agentic_repro.agents.policy import ReactPolicy
+from agentic_repro.agents.profiles import normalise, profile_for
+from agentic_repro.auq import prompts
+from agentic_repro.auq.reflection import Candidate, UARConfig, resolve
 
 VARIANTS = ("forward", "inverse", "dual")
 

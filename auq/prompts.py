@@ -1,7 +1,7 @@
 """AUQ's prompt texts: the UAM memory format (recovered) and the UAR reflection / memory-expansion prompts
 (not recovered: written here, named as deviations in configs/method/auq_*.yaml and auq/README.md).
 
-The confidence elicitation instruction itself (supplement §11.2) is ``agents.confidence.ELICITATION``: one
+The confidence elicitation instruction itself (supplement §11.2) is ``agentic_repro.agents.confidence.ELICITATION``: one
 copy for every agent that elicits confidence.
 
 Sources (``../shared/papers/auq-supplement.md``):

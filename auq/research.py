@@ -5,10 +5,10 @@ The research agent is the labelled stand-in of ``baselines/deep_research.py`` (p
 ``search`` tool → analyst); AUQ changes only its planner step, so the two rows differ only there:
 
 - **System 1**: the planner writes its sub-queries as a JSON list inside ``<plan>`` tags and, with the shared
-  elicitation instruction (``agents.confidence.ELICITATION``, the plan being its "action"), a ``<confidence>``
+  elicitation instruction (``agentic_repro.agents.confidence.ELICITATION``, the plan being its "action"), a ``<confidence>``
   and an ``<explanation>`` of its knowledge gaps (temperature: the run's sampling, stage ``plan``).
 - **The switch**: c < tau (or a missing confidence, ``missing_confidence: reflect``) blocks the dispatch of
-  researchers and runs System 2 (:func:`auq.reflection.resolve`: N paths at T = 0.7 whose first reply answers
+  researchers and runs System 2 (:func:`agentic_repro.auq.reflection.resolve`: N paths at T = 0.7 whose first reply answers
   the reflection prompt with the planner's own explanation fed back, each refined while below tau at most D
   more turns, S_cons selection; stage ``uar_reflect``). Plans are equivalent (one S_cons vote) when their
   queries are the same after case and whitespace folding.
@@ -20,7 +20,7 @@ after reading the notes of earlier rounds; the UAM memory then shows each earlie
 explanation (variants ``forward``/``dual``) or without them (``inverse``), within ``window`` rounds; memory
 expansion re-runs the reflection with every round shown when the window hides some (as in ``auq/method.py``).
 
-Evidence: as the baseline (:func:`baselines.deep_research.require_evidence`): without a search tool the
+Evidence: as the baseline (:func:`agentic_repro.baselines.deep_research.require_evidence`): without a search tool the
 problem is refused unless ``evidence: closed_book``, which runs and marks the trace ``closed_book``.
 Recorded in the trace: per round the plan, the System-2 record (trigger, c_init, c_final, every path's
 candidates, S_cons, the executed path) and the queries; per problem ``system2_triggers``.
@@ -31,12 +31,12 @@ import json
 import re
 from typing import Any
 
-from agents.confidence import ELICITATION, elicit
-from auq.method import VARIANTS
-from auq.prompts import fmt_confidence
-from auq.reflection import Candidate, UARConfig, resolve
-from baselines.deep_research import require_evidence, research_notes, write_report
-from harness.types import Solution
+from agentic_repro.agents.confidence import ELICITATION, elicit
+from agentic_repro.auq.method import VARIANTS
+from agentic_repro.auq.prompts import fmt_confidence
+from agentic_repro.auq.reflection import Candidate, UARConfig, resolve
+from agentic_repro.baselines.deep_research import require_evidence, research_notes, write_report
+from agentic_repro.harness.types import Solution
 
 PLAN = ("You are the planner of a research team. Task:\n{task}\n\n{memory}"
         "Write {n} web-search queries that together cover what the report needs. Give them as a JSON list of "

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from agents.loop import AgentState, Decision, episode_solution, run_episode
-from agents.profiles import normalise, profile_for
-from baselines.react import policy_from
+from agentic_repro.agents.loop import AgentState, Decision, episode_solution, run_episode
+from agentic_repro.agents.profiles import normalise, profile_for
+from agentic_repro.baselines.react import policy_from
 
 
 def vote(samples: list[Decision], actions: list[str] | None, profile: Any) -> tuple[int, dict[str, int], list]:

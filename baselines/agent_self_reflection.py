@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.loop import AgentState, Decision, episode_solution, run_episode
-from baselines.react import policy_from
-from baselines.self_reflection import step_is_valid
+from agentic_repro.agents.loop import AgentState, Decision, episode_solution, run_episode
+from agentic_repro.baselines.react import policy_from
+from agentic_repro.baselines.self_reflection import step_is_valid
 
 VALIDATE = ("Proposed action for this step: {action}\n\n"
             "Validate the proposed action: is it admissible, correct and does it make progress toward the task? "

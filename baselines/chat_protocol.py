@@ -11,10 +11,10 @@ does not start with the prefill means the server did not continue it: an error, 
 """
 from __future__ import annotations
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.prompting import task_messages
+from agentic_repro.baselines.prompting import task_messages
 
 
 async def chat_protocol(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None,

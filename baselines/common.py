@@ -8,10 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any, Hashable
 
-from harness.context import ProblemContext
-from harness.types import Message
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Message
 
-from baselines.voting import Vote, choose_code, majority_vote
+from agentic_repro.baselines.voting import Vote, choose_code, majority_vote
 
 
 def user(content: str, system: str | None = None) -> list[Message]:
@@ -36,7 +36,7 @@ def answer_key(ctx: ProblemContext, text: str) -> Hashable | None:
 async def choose(ctx: ProblemContext, texts: list[str], code_choice: str = "majority") -> Vote:
     """The final choice among candidates: majority over answer keys (math, QA); for code
     ``code_choice`` = ``majority`` (over programs, the papers' rule) or ``public_tests`` (see
-    :mod:`baselines.voting`)."""
+    :mod:`agentic_repro.baselines.voting`)."""
     if ctx.benchmark.domain == "code":
         return await choose_code(ctx, texts, code_choice)
     return majority_vote(ctx, texts)

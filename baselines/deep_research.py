@@ -20,8 +20,8 @@ import asyncio
 import re
 from typing import Any
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
 PLAN = ("You are the planner of a research team. Task:\n{task}\n\nWrite {n} web-search queries that together cover "
         "what the report needs, one per line, nothing else.")

@@ -31,10 +31,10 @@ import math
 from collections import Counter
 from typing import Any
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.common import answer_key, choose, fill, last_int_list, quote_solutions, user, vote_trace
+from agentic_repro.baselines.common import answer_key, choose, fill, last_int_list, quote_solutions, user, vote_trace
 
 ROLES = {
     "Assistant": "You are a super-intelligent AI assistant capable of performing tasks more effectively "

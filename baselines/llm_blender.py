@@ -23,11 +23,11 @@ import itertools
 import re
 from typing import Any
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.common import fill, user
-from baselines.prompting import task_messages
+from agentic_repro.baselines.common import fill, user
+from agentic_repro.baselines.prompting import task_messages
 
 JUDGE_TEMPLATE = (
     "{task}\n\nTwo candidate responses to the task above follow.\n\n"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.context import ProblemContext
-from harness.types import Message, Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Message, Problem, Solution
 
-from baselines.common import choose, fill, quote_solutions, vote_trace
-from baselines.prompting import task_messages
+from agentic_repro.baselines.common import choose, fill, quote_solutions, vote_trace
+from agentic_repro.baselines.prompting import task_messages
 
 DEBATE_TEMPLATE = (
     "These are the solutions to the problem from other agents:{solutions}\n\n"

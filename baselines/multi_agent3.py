@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 
 SOLVE = "{task}\n\nSolve the task step by step. {answer_instruction}"
 CHECK = ("{task}\n\nA colleague's solution:\n{solution}\n\nCheck this solution step by step. List every error you "

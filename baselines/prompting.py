@@ -1,8 +1,8 @@
 """Building a method's messages from a benchmark's task and answer format."""
 from __future__ import annotations
 
-from harness.context import ProblemContext
-from harness.types import Message
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Message
 
 
 def task_messages(ctx: ProblemContext, template: str, system: str | None = None) -> list[Message]:

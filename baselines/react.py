@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.loop import episode_solution, run_episode
-from agents.policy import ReactPolicy
+from agentic_repro.agents.loop import episode_solution, run_episode
+from agentic_repro.agents.policy import ReactPolicy
 
 
 def policy_from(params: dict[str, Any]) -> ReactPolicy:

@@ -1,7 +1,7 @@
 """ReAct (Yao et al., 2022) for QA and math, with the evidence tool DynaGraph's E_rag gets (fair comparison).
 
 Thought / Action / Observation turns; actions ``Search[query]`` (only when an evidence source is configured:
-the same ``dynagraph.evidence`` source and options as E_rag — a BM25 index over a corpus, or a search tool) and
+the same ``agentic_repro.dynagraph.evidence`` source and options as E_rag — a BM25 index over a corpus, or a search tool) and
 ``Finish[answer]``. Closed-book, the only action is Finish (the loop still lets the model think for several
 turns). The loop ends at Finish or after ``max_steps``; a run out of steps is asked once for its final answer.
 """
@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from dynagraph.evidence import make_source
-from harness.types import Solution
+from agentic_repro.dynagraph.evidence import make_source
+from agentic_repro.harness.types import Solution
 
 REACT_SYSTEM = "Solve the task by interleaving Thought, Action and Observation steps."
 REACT = """{task}

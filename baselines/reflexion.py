@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.loop import AgentState, EpisodeResult, episode_solution, run_episode
-from agents.prompts import reflexion_examples
-from baselines.react import policy_from
+from agentic_repro.agents.loop import AgentState, EpisodeResult, episode_solution, run_episode
+from agentic_repro.agents.prompts import reflexion_examples
+from agentic_repro.baselines.react import policy_from
 
 # Reflexion's reflection instructions, one per environment as its release has them (alfworld_runs/ and
 # webshop_runs/generate_reflections.py). They share the first four sentences; the "For example, if you tried A

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from baselines.react_qa import EvidenceOpts, react_episode
-from harness.types import Solution
+from agentic_repro.baselines.react_qa import EvidenceOpts, react_episode
+from agentic_repro.harness.types import Solution
 
 EVALUATE = """{task}
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import re
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.common import fill, public_test_report, user
-from baselines.prompting import task_messages
+from agentic_repro.baselines.common import fill, public_test_report, user
+from agentic_repro.baselines.prompting import task_messages
 
 FEEDBACK_TEMPLATE = (
     "{task}\n\nHere is a proposed solution:\n\n{solution}\n{tests}\n"

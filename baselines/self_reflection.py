@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import re
 
-from harness.answers import has_final_answer
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.answers import has_final_answer
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.common import fill, user
-from baselines.prompting import task_messages
+from agentic_repro.baselines.common import fill, user
+from agentic_repro.baselines.prompting import task_messages
 
 REFLECTIONS = {
     "retry": "",

@@ -1,11 +1,11 @@
 """IO, CoT and CoT-SC: the single-agent baselines of DenoiseFlow Table 1."""
 from __future__ import annotations
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.prompting import task_messages
-from baselines.voting import choose_code, majority_vote
+from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.baselines.voting import choose_code, majority_vote
 
 
 async def io(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
@@ -27,7 +27,7 @@ async def cot_sc(problem: Problem, ctx: ProblemContext, *, template: str, k: int
     """Self-consistency (Wang et al., 2022): k sampled chains, majority vote over extracted answers.
 
     Code: majority over programs (equal normalised ASTs vote together) by default, the paper's rule;
-    ``code_choice: public_tests`` ranks by visible example tests passed first (see :mod:`baselines.voting`).
+    ``code_choice: public_tests`` ranks by visible example tests passed first (see :mod:`agentic_repro.baselines.voting`).
     The confidence is the winning answer's vote share.
     """
     messages = task_messages(ctx, template, system)

@@ -24,10 +24,10 @@ import asyncio
 import re
 from typing import Any
 
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
-from baselines.common import fill, strip_bullet, user
+from agentic_repro.baselines.common import fill, strip_bullet, user
 
 PROPOSE_TEMPLATE = (
     "{task}\n\nSteps so far:\n{steps}\n"

@@ -6,7 +6,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from harness.context import ProblemContext
+from agentic_repro.harness.context import ProblemContext
 
 
 @dataclass

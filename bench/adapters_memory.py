@@ -9,11 +9,11 @@ Side by side in one run, on llama.cpp's ``llama-server`` with the shipped ``loca
 * **switch latency**: on the 4-adapter server, the same prompt is sent again and again (``max_tokens`` 4):
   with the same adapter as the request before (the slot keeps its prompt cache) and with a different one
   (the slot discards its cache and re-reads the prompt). The difference is the per-request switch cost;
-  this is why :func:`harness.adapters.gather_by_adapter` runs calls adapter by adapter.
+  this is why :func:`agentic_repro.harness.adapters.gather_by_adapter` runs calls adapter by adapter.
 * **batching across adapters**: 4 concurrent requests on 4 different adapters vs. 4 on one adapter
   (requests on different adapters are never batched together).
 
-The adapters are random LoRAs (r 8, alpha 16, q/v; the train helper's ``training.fixtures.lora_gguf``) on the
+The adapters are random LoRAs (r 8, alpha 16, q/v; the train helper's ``agentic_repro.training.fixtures.lora_gguf``) on the
 real embedded base, built once (~30 s each, cached by content under ~/.cache/agentic-repro/fixtures).
 
     python bench/adapters_memory.py [--json out.json] [--parallel N] [--n-ctx N]
@@ -33,8 +33,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
-from harness.embedded.server import LocalServer, choose_threads, lora_adapters
+from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
+from agentic_repro.harness.embedded.server import LocalServer, choose_threads, lora_adapters
 
 MODEL = "qwen2.5-coder-0.5b-instruct-q4_k_m"
 PROMPT = ("You are reviewing a pull request for a Python library that parses configuration files. The change adds "
@@ -124,7 +124,7 @@ async def _concurrent(url: str, k: int, max_tokens: int) -> dict[str, Any]:
 def server_settings(args: argparse.Namespace, note: str = "") -> tuple[int, int, int, tuple[float, ...], Path]:
     """(parallel, n_ctx, threads, load average, base GGUF) from ``configs/backbone/local.yaml`` unless
     ``--parallel``/``--n-ctx`` say otherwise; prints the machine line every memory bench starts with."""
-    from harness.compose import compose  # the shipped local config, resolved as a run would
+    from agentic_repro.harness.compose import compose  # the shipped local config, resolved as a run would
 
     server_cfg = compose(["backbone=local"])["backbone"]["server"]
     parallel = args.parallel or int(server_cfg["parallel"])
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     parallel, n_ctx, threads, load0, base = server_settings(args)
 
-    from training.fixtures import lora_gguf
+    from agentic_repro.training.fixtures import lora_gguf
 
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:

@@ -55,8 +55,8 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from evaluators.sandbox import humaneval_program, isolation, run_program_async  # noqa: E402
-from evaluators.sandbox.launch import ISOLATION_ENV  # noqa: E402
+from agentic_repro.evaluators.sandbox import humaneval_program, isolation, run_program_async  # noqa: E402
+from agentic_repro.evaluators.sandbox.launch import ISOLATION_ENV  # noqa: E402
 
 BROKEN = {
     "return_none": "    return None\n",

@@ -38,7 +38,7 @@ def compose(overrides: list[str]) -> dict[str, Any]:
 
 
 def summarise(out_dir: Path, metrics: dict[str, Any]) -> dict[str, Any]:
-    from harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.results import read_jsonl_tolerant
 
     preds = {p["id"]: p for p in read_jsonl_tolerant(out_dir / "predictions.jsonl")}
     calls = read_jsonl_tolerant(out_dir / "calls.jsonl")
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                                                "(e.g. wo_clr,full_restart): their cost is printed relative to full")
     args = ap.parse_args(argv)
 
-    from harness.runner import Runner, spec_from_config
+    from agentic_repro.harness.runner import Runner, spec_from_config
 
     root = args.results or Path(tempfile.mkdtemp(prefix="denoiseflow_cost_"))
     base = [f"backbone={args.backbone}", f"benchmark={args.benchmark}", f"limit={args.limit}", f"seed={args.seed}",
@@ -88,8 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         base.append("benchmark.execute_code=true")
     base += args.override
 
-    from denoiseflow.config import canonical_variant
-    from harness.embedded.server import ServerPool
+    from agentic_repro.denoiseflow.config import canonical_variant
+    from agentic_repro.harness.embedded.server import ServerPool
 
     extra = [canonical_variant(v) for v in args.also.split(",") if v.strip()]
     extra = [v for v in dict.fromkeys(extra) if v not in ("full", "fixed_k7")]

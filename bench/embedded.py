@@ -3,7 +3,7 @@
 Two measurements, same machine, one run:
 
 1. **Wall ratio** (goal <= 0.7x): the real harness runs CoT-SC(5) on the first 10 GSM8K test problems
-   (``python -m harness.run method=cot_sc benchmark=gsm8k limit=10``, response cache off) twice:
+   (``python -m agentic_repro.harness.run method=cot_sc benchmark=gsm8k limit=10``, response cache off) twice:
    on llama-cpp-python's server (``backbone.server.impl=python``: one request at a time, no ``n``, 1 request
    in flight) and on llama.cpp's ``llama-server`` as shipped (``parallel`` slots, ``n`` choices per request).
    Same model, threads, sampling and ``max_tokens``; the wall time of each whole run (server start included)
@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness.embedded.gguf import KNOWN_MODELS, ModelSpec, resolve_gguf  # noqa: E402
-from harness.embedded.server import ServerPool, choose_threads, external_url, served_models  # noqa: E402
+from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, ModelSpec, resolve_gguf  # noqa: E402
+from agentic_repro.harness.embedded.server import ServerPool, choose_threads, external_url, served_models  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,8 +90,8 @@ def bare_call(base_url: str, model: str) -> tuple[ClientCall, Callable[[], Await
 
 
 def harness_call(base_url: str, model: str) -> tuple[ClientCall, Callable[[], Awaitable[None]]]:
-    from harness.backbone import LlamaServerBackbone, RetryPolicy
-    from harness.ledger import Price
+    from agentic_repro.harness.backbone import LlamaServerBackbone, RetryPolicy
+    from agentic_repro.harness.ledger import Price
 
     bb = LlamaServerBackbone(name="local", model=model, base_url=f"{base_url}/v1", server_url=base_url,
                              api_key="local", price=Price(0.0, 0.0), max_concurrency=1,
@@ -172,7 +172,7 @@ def cot_sc_run(server: str, *, problems: int, max_tokens: int, threads: int, out
                  f"results_root={out}", f"experiment=bench-embedded-{server}", *SERVERS[server]]
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "harness.run", *overrides], cwd=ROOT, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "agentic_repro.harness.run", *overrides], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         _, stderr = proc.communicate()

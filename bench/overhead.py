@@ -72,7 +72,7 @@ def main() -> None:
     import os
 
     t_start = time.perf_counter()
-    from harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.runner import run_spec, spec_from_config
 
     with fake_server(args.delay) as url, tempfile.TemporaryDirectory() as tmp:
         def cfg(name: str, limit: int, library: str = "auto") -> dict:

@@ -35,7 +35,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench._common import ROOT, free_port  # noqa: E402
+from agentic_repro.bench._common import ROOT, free_port  # noqa: E402
 
 WORDS = ("the of and to in is was for on that with as by at from his her an were which are this be has had it "
          "apple number train station seven eleven twice half total remaining each bought sold price cost").split()
@@ -60,11 +60,11 @@ def settings(mode: str, share_path: str, window_s: float) -> dict[str, Any]:
 async def drive(url: str, mode: str, concurrency: int, calls: int, seed: int, key: str, tag: str,
                 share_path: str, window_s: float, deadline_s: float) -> dict[str, Any]:
     """Send ``calls`` CoT-SC(5) calls through the harness; counts of answered / errored / unfinished."""
-    from harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
-    from harness.cache import ResponseCache
-    from harness.ledger import Price
-    from harness.llm import LLMClient
-    from harness.rate_limit import parse_rate_limit
+    from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
+    from agentic_repro.harness.cache import ResponseCache
+    from agentic_repro.harness.ledger import Price
+    from agentic_repro.harness.llm import LLMClient
+    from agentic_repro.harness.rate_limit import parse_rate_limit
 
     rl = parse_rate_limit(settings(mode, share_path, window_s), kind="openai")
     bb = OpenAICompatibleBackbone(name="bench", model="bench-model", base_url=url, api_key=key, price=Price(0, 0),

@@ -17,7 +17,7 @@ from _common import compose, fake_backbone_overrides, fake_server
 
 def measure(problems: int, delay: float, concurrency: int) -> dict:
     """Run, delete the results folder, run again from the cache; the second run's calls and wall ratio."""
-    from harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.runner import run_spec, spec_from_config
 
     with fake_server(delay) as url, tempfile.TemporaryDirectory() as tmp:
         cfg = compose([*fake_backbone_overrides(url, concurrency), "method=cot_sc", "benchmark=gsm8k",

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from denoiseflow.config import Options
+from agentic_repro.denoiseflow.config import Options
 
 
 @dataclass

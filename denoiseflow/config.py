@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from harness.options import build_variant_options
+from agentic_repro.harness.options import build_variant_options
 
 # variant id -> what it switches (see README "Ablations")
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -4,8 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from denoiseflow.config import Options
-from denoiseflow.sensing import DepGraph, influence, propagate
+from agentic_repro.denoiseflow.config import Options
+from agentic_repro.denoiseflow.sensing import DepGraph, influence, propagate
 
 
 @dataclass

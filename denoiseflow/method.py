@@ -16,18 +16,18 @@ from typing import Any
 
 import numpy as np
 
-from denoiseflow import prompts as P
-from denoiseflow.calibration import CalibrationState, observe_window
-from denoiseflow.config import Options, method_name
-from denoiseflow.correcting import boost, enforce, failing_slots, localize
-from denoiseflow.jsonfix import parse_json
-from denoiseflow.regulating import (branch_width, cluster_by_key, confidence, embedding_clusters, route,
+from agentic_repro.denoiseflow import prompts as P
+from agentic_repro.denoiseflow.calibration import CalibrationState, observe_window
+from agentic_repro.denoiseflow.config import Options, method_name
+from agentic_repro.denoiseflow.correcting import boost, enforce, failing_slots, localize
+from agentic_repro.denoiseflow.jsonfix import parse_json
+from agentic_repro.denoiseflow.regulating import (branch_width, cluster_by_key, confidence, embedding_clusters, route,
                                     select_verified, thresholds)
-from denoiseflow.sensing import (DepGraph, build_graph, calibrate, cohesion, complexity_features, complexity_score,
+from agentic_repro.denoiseflow.sensing import (DepGraph, build_graph, calibrate, cohesion, complexity_features, complexity_score,
                                  compound_risk, fuse, graph_risk, medoid, normalized_entropy, plan_steps,
                                  slot_aggregate, slot_value, step_uncertainty, threshold_clusters)
-from harness.context import ProblemContext
-from harness.types import Problem, Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Problem, Solution
 
 
 EMBED_INSTALL = "make install-embed  (or: pip install -e '.[embed]')"
@@ -45,7 +45,7 @@ def check_embedder(kind: str) -> None:
     if missing:
         raise RuntimeError(f"DenoiseFlow needs the all-MiniLM-L6-v2 embedder (A.2), but {', '.join(missing)} "
                            f"is not installed: run `{EMBED_INSTALL}`")
-    from harness.embedding import model_dir
+    from agentic_repro.harness.embedding import model_dir
 
     try:
         model_dir()
@@ -56,10 +56,10 @@ def check_embedder(kind: str) -> None:
 def _embedder_factory(kind: str):
     def make():
         if kind == "hash":
-            from harness.embedding import HashEmbedder
+            from agentic_repro.harness.embedding import HashEmbedder
 
             return HashEmbedder()
-        from harness.embedding import default_embedder
+        from agentic_repro.harness.embedding import default_embedder
 
         return default_embedder()
     return make

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from harness.types import Problem
+from agentic_repro.harness.types import Problem
 
 UNDERSTAND_MATH = """You are analyzing a problem to extract its semantic structure.
 

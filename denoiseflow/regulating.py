@@ -8,7 +8,7 @@ from typing import Any, Awaitable, Callable, Sequence
 
 import numpy as np
 
-from denoiseflow.config import Options
+from agentic_repro.denoiseflow.config import Options
 
 
 def confidence(r: float, complexity: float, opts: Options) -> float:
@@ -169,7 +169,7 @@ async def select_verified(clusters: list[list[int]], reps: list[int], keys: Sequ
 
 
 def embedding_clusters(vecs: np.ndarray, keys: Sequence[Any], tau: float) -> list[list[int]]:
-    from denoiseflow.sensing import threshold_clusters
+    from agentic_repro.denoiseflow.sensing import threshold_clusters
 
     idx = [i for i, k in enumerate(keys) if k is not None]
     groups = [[idx[j] for j in g] for g in threshold_clusters(vecs[idx], tau)] if idx else []

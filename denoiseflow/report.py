@@ -1,6 +1,6 @@
 """DenoiseFlow tables and figure from run traces.
 
-    python -m denoiseflow.report RESULTS_DIR [--bins 5] [--out FIG.png]
+    python -m agentic_repro.denoiseflow.report RESULTS_DIR [--bins 5] [--out FIG.png]
 
 Reads every ``predictions.jsonl`` under RESULTS_DIR whose records carry a DenoiseFlow trace, and prints:
 - Table 3 (efficiency): average calls (logical, cache hits included) and backbone calls per problem,

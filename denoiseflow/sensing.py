@@ -1,7 +1,7 @@
 """Stage 1, Sensing: semantic entropy, slot uncertainty, complexity, dependency graph, risk.
 
 Pure functions of embeddings and numbers (no backbone), so each is unit-testable with fixed
-vectors. Forms the paper does not fix are selected by :class:`denoiseflow.config.Options`.
+vectors. Forms the paper does not fix are selected by :class:`agentic_repro.denoiseflow.config.Options`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from denoiseflow.config import Options
+from agentic_repro.denoiseflow.config import Options
 
 
 # ---- clustering and entropy (E.1, Eq. 3) -----------------------------------------------------

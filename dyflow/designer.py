@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from dyflow import prompts as P
-from dyflow.config import Options
-from dyflow.operators import Calls
-from dyflow.schema import Attempt, StageGraph
-from dyflow.validate import StageError, StageRules, check_stage, read_stage
+from agentic_repro.dyflow import prompts as P
+from agentic_repro.dyflow.config import Options
+from agentic_repro.dyflow.operators import Calls
+from agentic_repro.dyflow.schema import Attempt, StageGraph
+from agentic_repro.dyflow.validate import StageError, StageRules, check_stage, read_stage
 
 
 async def design_stage(ctx: Any, prompt: str, rules: StageRules, opts: Options, calls: Calls,

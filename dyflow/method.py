@@ -11,22 +11,22 @@
 
 plus the release's stage rules (dyflow/README.md). Variants: ``single_stage`` (w/o dynamic planning:
 one designed stage, no feedback) and ``fixed_template`` (w/o dynamic operator: a fixed stage template,
-no designer). The trace layout is :mod:`dyflow.schema`'s.
+no designer). The trace layout is :mod:`agentic_repro.dyflow.schema`'s.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from dyflow import prompts as P
-from dyflow.config import Options
-from dyflow.counts import problem_counts
-from dyflow.designer import design_stage
-from dyflow.operators import Calls, run_operator, verdict_of
-from dyflow.schema import (ORIGINAL_PROBLEM, TERMINAL_TEMPLATES, ExecutedOperator, OperatorInstance, StageGraph,
+from agentic_repro.dyflow import prompts as P
+from agentic_repro.dyflow.config import Options
+from agentic_repro.dyflow.counts import problem_counts
+from agentic_repro.dyflow.designer import design_stage
+from agentic_repro.dyflow.operators import Calls, run_operator, verdict_of
+from agentic_repro.dyflow.schema import (ORIGINAL_PROBLEM, TERMINAL_TEMPLATES, ExecutedOperator, OperatorInstance, StageGraph,
                            StageRecord)
-from dyflow.state import ExecutedStage, WorkflowState, summarize
-from dyflow.validate import StageRules
-from harness.types import Solution
+from agentic_repro.dyflow.state import ExecutedStage, WorkflowState, summarize
+from agentic_repro.dyflow.validate import StageRules
+from agentic_repro.harness.types import Solution
 
 ANSWER_TEMPLATES = ("ORGANIZE_SOLUTION", "REFINE_ANSWER", "REFINE_CODE", "GENERATE_ANSWER", "GENERATE_CODE",
                     "SELF_CONSISTENCY_ENSEMBLE", "ENSEMBLE", "DEFAULT")

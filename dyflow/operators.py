@@ -15,9 +15,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from dyflow import prompts as P
-from dyflow.config import Options
-from dyflow.schema import ORIGINAL_PROBLEM, OperatorInstance
+from agentic_repro.dyflow import prompts as P
+from agentic_repro.dyflow.config import Options
+from agentic_repro.dyflow.schema import ORIGINAL_PROBLEM, OperatorInstance
 
 PROMPT_OF = {"GENERATE_CODE": "GENERATE_ANSWER", "REFINE_CODE": "REFINE_ANSWER",
              "ENSEMBLE": "SELF_CONSISTENCY_ENSEMBLE"}

@@ -368,7 +368,7 @@ _PAPER_EXTRA = {
 
 def paper_catalogue_prompt() -> str:
     """DESIGN_STAGE_PROMPT with the operator list replaced by Table 6 (see above)."""
-    from dyflow.schema import PAPER_TEMPLATES
+    from agentic_repro.dyflow.schema import PAPER_TEMPLATES
 
     head, rest = DESIGN_STAGE_PROMPT.split("1. DECOMPOSE_PROBLEM", 1)
     _, tail = rest.split("Design Rules", 1)

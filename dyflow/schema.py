@@ -21,7 +21,7 @@ E_t is ``edges`` (given by the designer, or derived from data flow: o_j depends 
 o_j's input keys is o_i's output key); v_start is ``start``; C_end is ``end_condition``.
 
 Context rules (input keys must exist in 𝓜, ORGANIZE_SOLUTION alone, ...) depend on the run's state and
-options and live in :mod:`dyflow.validate`; this module only checks what a stage is on its own.
+options and live in :mod:`agentic_repro.dyflow.validate`; this module only checks what a stage is on its own.
 
 Trace layout (``Solution.trace`` → ``predictions.jsonl``), see :class:`DyFlowTrace` / :class:`StageRecord`::
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from dyflow import prompts as P
-from dyflow.schema import StageGraph
+from agentic_repro.dyflow import prompts as P
+from agentic_repro.dyflow.schema import StageGraph
 
 
 @dataclass

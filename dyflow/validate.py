@@ -3,7 +3,7 @@
 Order per attempt (issue 11 §1): parse the JSON the way the release does (```json fences,
 ``<stage_design>`` tags, balanced braces, the whole text); if that or the schema fails, repair the text
 once with json-repair and validate again; if it still fails, or a context rule fails (which no repair
-can fix), the designer is re-asked with the error (:mod:`dyflow.designer`).
+can fix), the designer is re-asked with the error (:mod:`agentic_repro.dyflow.designer`).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from dyflow.schema import ORIGINAL_PROBLEM, TEMPLATES, TERMINAL_TEMPLATES, StageGraph
+from agentic_repro.dyflow.schema import ORIGINAL_PROBLEM, TEMPLATES, TERMINAL_TEMPLATES, StageGraph
 
 _FENCE_JSON = re.compile(r"```json\s*([\s\S]*?)\s*```")
 _FENCE_ANY = re.compile(r"```[a-zA-Z]*\s*([\s\S]*?)\s*```")
@@ -158,7 +158,7 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
     ``validation=release`` (default) refuses only what the release could not run either: a stage that does
     not parse (before this), a TERMINATE without an existing answer key (the release would return None)
     and ``original_problem`` as an output key (our memory's reserved name); the rest runs as the release
-    runs it (:meth:`dyflow.method.DyFlow._execute`: listed order, an operator whose input is missing fails
+    runs it (:meth:`agentic_repro.dyflow.method.DyFlow._execute`: listed order, an operator whose input is missing fails
     and the stage goes on, ORGANIZE_SOLUTION ends the stage wherever it stands). ``strict`` adds the
     released prompt's Design Rules as checks (known types, existing keys, no duplicate outputs, no cycle,
     ORGANIZE_SOLUTION alone, original_problem on the first stage)."""

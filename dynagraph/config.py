@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-from harness.options import build_variant_options
+from agentic_repro.harness.options import build_variant_options
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "full": {},

@@ -9,8 +9,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from dynagraph.config import Options
-from dynagraph.schema import Feedback
+from agentic_repro.dynagraph.config import Options
+from agentic_repro.dynagraph.schema import Feedback
 
 
 def global_uncertainty(confidences: Sequence[float], form: str) -> float:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import sha256_file
+from agentic_repro.harness.hashing import sha256_file
 
 FORBIDDEN_PARTS = ("strategyqa",)   # dataset folders whose files carry gold evidence
 

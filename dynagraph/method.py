@@ -16,17 +16,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynagraph import prompts as P
-from dynagraph.artifacts import ArtifactStore
-from dynagraph.config import Options, method_name
-from dynagraph.counts import plan_counts
-from dynagraph.evaluator import Budget, decide
-from dynagraph.evidence import make_source
-from dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, parse_feedback, parse_json_object,
+from agentic_repro.dynagraph import prompts as P
+from agentic_repro.dynagraph.artifacts import ArtifactStore
+from agentic_repro.dynagraph.config import Options, method_name
+from agentic_repro.dynagraph.counts import plan_counts
+from agentic_repro.dynagraph.evaluator import Budget, decide
+from agentic_repro.dynagraph.evidence import make_source
+from agentic_repro.dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonical_expert, parse_feedback, parse_json_object,
                               validate_plan)
-from dynagraph.topology import TaskGraph
-from harness.answers import has_final_answer
-from harness.types import Solution
+from agentic_repro.dynagraph.topology import TaskGraph
+from agentic_repro.harness.answers import has_final_answer
+from agentic_repro.harness.types import Solution
 
 def _errors_text(errors: list[str], limit: int = 6) -> str:
     """The first ``limit`` distinct errors, one a line (a long broken plan can have dozens)."""

@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 import networkx as nx
 
-from dynagraph.schema import PlanNode
+from agentic_repro.dynagraph.schema import PlanNode
 
 LIVE = ("pending", "done")
 

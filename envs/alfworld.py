@@ -6,7 +6,7 @@ The games are the official evaluation splits (``valid_seen`` 140 games, ``valid_
 ``AlfredDemangler(shuffle=False)`` and ``AlfredInfos`` wrappers and ``won`` + admissible commands requested
 (the set-up AlfredTWEnv uses for evaluation, without its traj_data.json look-up; agent-envs.md). It is
 synchronous (a reset ~1 s, a step ~65 ms), so ``configs/benchmark/alfworld.yaml`` runs it in worker
-processes (:mod:`harness.env`).
+processes (:mod:`agentic_repro.harness.env`).
 
 Since alfworld 0.4.0 "put O in/on R" is "move O to R" (alfworld PR #94); the ReAct/Reflexion few-shot
 prompts use the old form, which the engine answers with "Nothing happens.". ``action_rewrite: put_to_move``
@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from evaluators.data import DataMissingError, data_dir
-from harness.benchmark import Benchmark, DataInfo
-from harness.env import EnvSpec, StepResult
-from harness.types import Problem
+from agentic_repro.evaluators.data import DataMissingError, data_dir
+from agentic_repro.harness.benchmark import Benchmark, DataInfo
+from agentic_repro.harness.env import EnvSpec, StepResult
+from agentic_repro.harness.types import Problem
 
 GAMES_DIR = "alfworld/json_2.1.1"
 SPLITS = {"valid_seen": 140, "valid_unseen": 134}
@@ -81,7 +81,7 @@ class ALFWorld(Benchmark):
         for f in files:
             digest.update(f.read_bytes())
         ids = [str(f.parent.relative_to(root)) for f in files]
-        from evaluators.data import select
+        from agentic_repro.evaluators.data import select
 
         idx = select(ids, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))

@@ -1,4 +1,4 @@
-"""File-backed benchmarks: the core interface (:mod:`harness.benchmark`) plus loading from files or the hub.
+"""File-backed benchmarks: the core interface (:mod:`agentic_repro.harness.benchmark`) plus loading from files or the hub.
 
 Subclasses implement ``make_problem`` (raw record → :class:`Problem`),
 ``render`` (what the model reads), ``extract`` (the recorded answer-extraction
@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evaluators.data import data_dir, read_jsonl, select, sha256_file
-from harness.benchmark import Benchmark as CoreBenchmark
-from harness.benchmark import DataInfo, build_benchmark
-from harness.types import Problem
+from agentic_repro.evaluators.data import data_dir, read_jsonl, select, sha256_file
+from agentic_repro.harness.benchmark import Benchmark as CoreBenchmark
+from agentic_repro.harness.benchmark import DataInfo, build_benchmark
+from agentic_repro.harness.types import Problem
 
 __all__ = ["Benchmark", "DataInfo", "ScorerFailure", "build_benchmark"]
 

@@ -38,11 +38,11 @@ import json
 from pathlib import Path
 from typing import Any, Hashable
 
-from evaluators import extract as ex
-from evaluators.base import Benchmark
-from evaluators.data import data_dir, read_jsonl
-from evaluators.sandbox import Program, SandboxFailure, humaneval_program, mbpp_program, run_program_async
-from harness.types import Problem, Score
+from agentic_repro.evaluators import extract as ex
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.evaluators.data import data_dir, read_jsonl
+from agentic_repro.evaluators.sandbox import Program, SandboxFailure, humaneval_program, mbpp_program, run_program_async
+from agentic_repro.harness.types import Problem, Score
 
 
 class CodeExecutionDisabled(RuntimeError):

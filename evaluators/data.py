@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import sha256_file  # noqa: F401 - re-exported for the loaders
+from agentic_repro.harness.hashing import sha256_file  # noqa: F401 - re-exported for the loaders
 
 DATA_ENV = "AGENTIC_REPRO_DATA"
 

@@ -44,10 +44,10 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from evaluators.base import Benchmark, DataInfo
-from evaluators.data import DataMissingError, data_dir, read_jsonl, select
-from evaluators.partition import files_digest
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark, DataInfo
+from agentic_repro.evaluators.data import DataMissingError, data_dir, read_jsonl, select
+from agentic_repro.evaluators.partition import files_digest
+from agentic_repro.harness.types import Problem, Score
 
 PROMPTS = Path(__file__).resolve().parent / "deepresearch_prompts"
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
@@ -340,7 +340,7 @@ class DeepResearchBench(Benchmark):
         return BM25Corpus(path if path.is_absolute() else data_dir() / path)
 
     def tools(self, problem: Problem):  # noqa: ANN201 - list[harness.tools.Tool]
-        from harness.tools import Tool
+        from agentic_repro.harness.tools import Tool
 
         index = self._index
         if index is None:

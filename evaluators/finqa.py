@@ -34,10 +34,10 @@ import re
 from pathlib import Path
 from typing import Any, Hashable
 
-from evaluators import extract as ex
-from evaluators.base import Benchmark, DataInfo
-from evaluators.data import DataMissingError, data_dir, select, sha256_file
-from harness.types import Problem, Score
+from agentic_repro.evaluators import extract as ex
+from agentic_repro.evaluators.base import Benchmark, DataInfo
+from agentic_repro.evaluators.data import DataMissingError, data_dir, select, sha256_file
+from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
 OPS = ("add", "subtract", "multiply", "divide", "exp", "greater",

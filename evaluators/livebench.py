@@ -21,7 +21,7 @@ Each task is scored with **LiveBench's own ground-truth rule** for it (rules rea
 
 The headline is the mean of those per-question scores, as LiveBench reports. DyFlow itself scored
 LiveBench with an LLM judge (its prompt is this config's ``judge.prompt``): ``judge_score`` beside.
-Split: DyFlow's 50/150 is unpublished; a seeded partition (:mod:`evaluators.partition`) of the 200.
+Split: DyFlow's 50/150 is unpublished; a seeded partition (:mod:`agentic_repro.evaluators.partition`) of the 200.
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ import re
 from pathlib import Path
 from typing import Any, Hashable
 
-from evaluators import extract as ex
-from evaluators.base import Benchmark, DataInfo
-from evaluators.data import data_dir, read_jsonl, select
-from evaluators.partition import files_digest, partition_rows
-from harness.types import Problem, Score
+from agentic_repro.evaluators import extract as ex
+from agentic_repro.evaluators.base import Benchmark, DataInfo
+from agentic_repro.evaluators.data import data_dir, read_jsonl, select
+from agentic_repro.evaluators.partition import files_digest, partition_rows
+from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(

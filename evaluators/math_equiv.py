@@ -31,8 +31,8 @@ import time
 from fractions import Fraction
 from typing import Any, Callable
 
-from evaluators.base import ScorerFailure
-from evaluators.killable import TIMEOUT, call_with_deadline
+from agentic_repro.evaluators.base import ScorerFailure
+from agentic_repro.evaluators.killable import TIMEOUT, call_with_deadline
 
 __all__ = ["is_equiv", "normalize_math", "STAGES"]
 
@@ -438,7 +438,7 @@ def _sympy_compare(a: str, b: str) -> tuple[bool, str]:
 
 
 def _in_child(fn: Callable[..., tuple[bool, str]], args: tuple[Any, ...], timeout_s: float) -> tuple[bool, str]:
-    """``fn(*args)`` in a killable child (:mod:`evaluators.killable`); (False, "timeout") at the deadline."""
+    """``fn(*args)`` in a killable child (:mod:`agentic_repro.evaluators.killable`); (False, "timeout") at the deadline."""
     _sympy_env()  # load before forking: the child inherits it instead of importing for seconds
     try:
         result = call_with_deadline(fn, args, timeout_s)

@@ -4,11 +4,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Hashable
 
-from evaluators import extract as ex
-from evaluators.base import Benchmark
-from evaluators.math_equiv import is_equiv, normalize_math
-from evaluators.math_verify_equiv import CHECKER_TIMEOUTS, MATH_VERIFY_VERSION, math_verify_equiv
-from harness.types import Problem, Score
+from agentic_repro.evaluators import extract as ex
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.evaluators.math_equiv import is_equiv, normalize_math
+from agentic_repro.evaluators.math_verify_equiv import CHECKER_TIMEOUTS, MATH_VERIFY_VERSION, math_verify_equiv
+from agentic_repro.harness.types import Problem, Score
 
 
 class GSM8K(Benchmark):

@@ -5,10 +5,10 @@
 prediction whose last line is "... so the total is 5." still yields 5), parses the gold as
 LaTeX, and compares: mixed numbers (``4\\frac{2}{3}``), ``\\pm`` against two-element sets,
 unions and sets in any order, equations (``y = 2x + 3``; planes up to a scalar factor) and text
-answers up to case. ``benchmark.equivalence=aflow`` selects :mod:`evaluators.math_equiv`, the
+answers up to case. ``benchmark.equivalence=aflow`` selects :mod:`agentic_repro.evaluators.math_equiv`, the
 normalise → numeric → sympy checker of the AFlow/DenoiseFlow A.4 reading.
 
-Both parse and verify run in one killable child (:mod:`evaluators.killable`) under
+Both parse and verify run in one killable child (:mod:`agentic_repro.evaluators.killable`) under
 ``symbolic_timeout_s``, with math-verify's own SIGALRM timeouts off (they fail in worker threads).
 
 What is a wrong answer and what is a scorer failure: math-verify's own reading of the output (nothing
@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evaluators.base import ScorerFailure
-from evaluators.killable import TIMEOUT, call_with_deadline
+from agentic_repro.evaluators.base import ScorerFailure
+from agentic_repro.evaluators.killable import TIMEOUT, call_with_deadline
 
 __all__ = ["math_verify_equiv", "MATH_VERIFY_VERSION", "CHECKER_TIMEOUTS"]
 

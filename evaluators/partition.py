@@ -15,9 +15,9 @@ import hashlib
 from pathlib import Path
 from typing import Any, Callable
 
-from evaluators.code_tasks import HumanEval
-from evaluators.data import sha256_file
-from evaluators.math_tasks import MATH
+from agentic_repro.evaluators.code_tasks import HumanEval
+from agentic_repro.evaluators.data import sha256_file
+from agentic_repro.evaluators.math_tasks import MATH
 
 
 class PartitionError(ValueError):

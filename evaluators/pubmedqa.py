@@ -11,16 +11,16 @@ DyFlow's task text (its ``benchmarks/pubmedqa.py``, dyflow-supplement §3.1) ask
   ``answer/decision: label`` line, then the last standalone yes/no/maybe.
 
 Split: DyFlow's 84 train / 251 test are drawn from the 1,000 labelled items with a seeded partition
-(:mod:`evaluators.partition`); DyFlow's own lists are not published.
+(:mod:`agentic_repro.evaluators.partition`); DyFlow's own lists are not published.
 """
 from __future__ import annotations
 
 import re
 from typing import Any, Hashable
 
-from evaluators.base import Benchmark
-from evaluators.partition import Partitioned
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.evaluators.partition import Partitioned
+from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "2"  # 2: the extraction option (dyflow_release default)
 EXTRACTIONS = ("dyflow_release", "last_label")

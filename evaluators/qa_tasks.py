@@ -9,10 +9,10 @@ from __future__ import annotations
 import ast
 from typing import Any, Hashable
 
-from evaluators import extract as ex
-from evaluators.base import Benchmark
-from evaluators.text_f1 import drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1, normalize_answer
-from harness.types import Problem, Score
+from agentic_repro.evaluators import extract as ex
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.evaluators.text_f1 import drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1, normalize_answer
+from agentic_repro.harness.types import Problem, Score
 
 
 class QABenchmark(Benchmark):

@@ -2,7 +2,7 @@
 
 Data: the 300 items of ``../shared/datasets/socialmaze/`` (three of the authors' Hugging-Face-format
 exports, see its README). **This is not DyFlow's split**: DyFlow's 87/262 items are unpublished; the
-train/test parts here are a seeded 1:3 partition (75/225) of these 300 (:mod:`evaluators.partition`).
+train/test parts here are a seeded 1:3 partition (75/225) of these 300 (:mod:`agentic_repro.evaluators.partition`).
 
 Task text as DyFlow builds it (``benchmarks/socialmaze.py``): ``system_prompt + prompt`` and the
 answer instruction of the config. Gold: ``Answer`` ("Final Criminal Is Player 2.\\nMy Role Is
@@ -20,10 +20,10 @@ import re
 from pathlib import Path
 from typing import Any, Hashable
 
-from evaluators.base import Benchmark, DataInfo
-from evaluators.data import data_dir, read_jsonl, select
-from evaluators.partition import files_digest, partition_rows
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark, DataInfo
+from agentic_repro.evaluators.data import data_dir, read_jsonl, select
+from agentic_repro.evaluators.partition import files_digest, partition_rows
+from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
 ROLES = ("investigator", "criminal", "rumormonger", "lunatic", "unknown")

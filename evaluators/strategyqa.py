@@ -17,10 +17,10 @@ import re
 from pathlib import Path
 from typing import Any, Hashable
 
-from evaluators.base import Benchmark, DataInfo
-from evaluators.data import data_dir, read_jsonl, select, sha256_file
-from evaluators.partition import files_digest
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark, DataInfo
+from agentic_repro.evaluators.data import data_dir, read_jsonl, select, sha256_file
+from agentic_repro.evaluators.partition import files_digest
+from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
 _LINE = re.compile(r"answer\s*(?:is)?\s*[:=]?\s*\**\s*(yes|no|true|false)\b", re.IGNORECASE)

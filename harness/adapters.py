@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
-from harness.hashing import sha256_tree
+from agentic_repro.harness.hashing import sha256_tree
 
 __all__ = ["AdapterSpec", "adapter_identity", "gather_by_adapter", "group_by_adapter", "parse_adapters",
            "path_sha256"]
@@ -41,7 +41,7 @@ class AdapterSpec:
 
 def parse_adapters(cfg: Mapping[str, Any] | None, backbone_name: str = "backbone") -> dict[str, AdapterSpec]:
     """``adapters:`` of a backbone config → specs (the path must exist; scale defaults to 1.0)."""
-    from harness.backbone import BackboneError
+    from agentic_repro.harness.backbone import BackboneError
 
     out: dict[str, AdapterSpec] = {}
     for name, entry in (cfg or {}).items():
@@ -82,10 +82,10 @@ def adapter_file_problem(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` is not a loadable adapter (empty, truncated or corrupt), or None. Checked when the config is
     read, so a broken file is refused by name before any server starts or any call is paid.
 
-    A file must be a GGUF whose header and tensor table are whole (:func:`harness.embedded.gguf.check_gguf_file`);
+    A file must be a GGUF whose header and tensor table are whole (:func:`agentic_repro.harness.embedded.gguf.check_gguf_file`);
     a folder a peft adapter: ``adapter_config.json`` a JSON object, and a non-empty weights file (a
     safetensors file with a readable header)."""
-    from harness.embedded.gguf import GGUFError, check_gguf_file
+    from agentic_repro.harness.embedded.gguf import GGUFError, check_gguf_file
 
     p = Path(path)
     if p.is_file():
@@ -130,7 +130,7 @@ def adapter_file_problem(path: str | os.PathLike[str]) -> str | None:
 
 def path_sha256(path: str | os.PathLike[str]) -> str:
     """sha256 of a file, or of a directory as sorted (relative path, file sha256) pairs."""
-    from harness.embedded.gguf import default_cache_dir, file_sha256
+    from agentic_repro.harness.embedded.gguf import default_cache_dir, file_sha256
 
     p = Path(path)
     cache = default_cache_dir()  # sidecars go to the cache, never into the adapter's own folder
@@ -154,7 +154,7 @@ def _sidecar(p: Path) -> dict[str, Any]:
 
 
 def _gguf_kv(p: Path) -> dict[str, Any]:
-    from harness.embedded.gguf import GGUFError, read_gguf_metadata
+    from agentic_repro.harness.embedded.gguf import GGUFError, read_gguf_metadata
 
     try:
         return read_gguf_metadata(p)["kv"]

@@ -5,7 +5,7 @@ in the harness so that neither method package imports the other.
 """
 from __future__ import annotations
 
-from harness.context import ProblemContext
+from agentic_repro.harness.context import ProblemContext
 
 __all__ = ["FALLBACK_RULES", "has_final_answer"]
 

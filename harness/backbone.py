@@ -1,7 +1,7 @@
 """Backbones: one async client for every OpenAI-compatible endpoint, plus vLLM in-process.
 
 A backbone only turns (messages, sampling) into completions and reports
-retries; caching, cost and attribution live in :mod:`harness.llm`.
+retries; caching, cost and attribution live in :mod:`agentic_repro.harness.llm`.
 """
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import httpx
 
-from harness.ledger import Price
-from harness.types import Completion, Message
+from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.types import Completion, Message
 
 # Sampling parameters a method may set per call; everything here is part of the cache key.
 SAMPLING_KEYS = ("temperature", "top_p", "max_tokens", "stop", "seed", "logprobs", "top_logprobs")
@@ -143,7 +143,7 @@ def _error_headers(exc: Exception) -> Any:
 
 
 def _retry_after_seconds(exc: Exception) -> float | None:
-    from harness.rate_limit import retry_after_seconds
+    from agentic_repro.harness.rate_limit import retry_after_seconds
 
     return retry_after_seconds(_error_headers(exc))
 
@@ -191,7 +191,7 @@ class OpenAICompatibleBackbone:
                  http_library: str = "auto", rate_limit: Any = None) -> None:
         from openai import AsyncOpenAI
 
-        from harness.rate_limit import RateLimitSettings, controller_for
+        from agentic_repro.harness.rate_limit import RateLimitSettings, controller_for
 
         self.name = name
         self.model = model
@@ -210,7 +210,7 @@ class OpenAICompatibleBackbone:
         # mode fixed (the default here; API configs choose adaptive): no controller, max_concurrency per client
         self.rate_limit = rate_limit if rate_limit is not None else RateLimitSettings()
         self.rate_controller = controller_for(self.rate_limit, model=model, base_url=base_url, api_key=api_key)
-        from harness.transport import LeanPost, openai_http_client  # openai's auth and errors, not its per-request cost
+        from agentic_repro.harness.transport import LeanPost, openai_http_client  # openai's auth and errors, not its per-request cost
 
         self._client = LeanPost(AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0,
                                             timeout=self.retry.timeout_s, http_client=openai_http_client()),

@@ -7,9 +7,9 @@ Kinds:
   or ``python``, llama-cpp-python's one-request-at-a-time server)
 - ``vllm-inprocess``: ``vllm.LLM`` in this process (GPU users)
 - ``peft``: transformers + peft in this process (a base and its LoRA adapters)
-- ``scripted``: no model, replies from a script (:mod:`harness.scripted`): dry runs and cost estimates
+- ``scripted``: no model, replies from a script (:mod:`agentic_repro.harness.scripted`): dry runs and cost estimates
 
-Any kind may carry ``adapters: {name: {path, scale}}`` (see :mod:`harness.adapters`): the embedded
+Any kind may carry ``adapters: {name: {path, scale}}`` (see :mod:`agentic_repro.harness.adapters`): the embedded
 server loads GGUF LoRA files at start; an ``openai`` backbone pointed at ``vllm serve --enable-lora
 --lora-modules name=path`` selects one per request by sending ``model: <name>``.
 """
@@ -18,17 +18,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import adapter_identity, parse_adapters
-from harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy,
+from agentic_repro.harness.adapters import adapter_identity, parse_adapters
+from agentic_repro.harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy,
                               VLLMInProcessBackbone, api_key_from_env)
-from harness.ledger import Price
-from harness.rate_limit import parse_rate_limit
+from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.rate_limit import parse_rate_limit
 
 KINDS = ("openai", "embedded", "vllm-inprocess", "peft", "scripted")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
-    """``servers`` is the :class:`harness.embedded.server.ServerPool` that owns embedded servers
+    """``servers`` is the :class:`agentic_repro.harness.embedded.server.ServerPool` that owns embedded servers
     (one per model and settings, reused by every run that shares the pool)."""
     name = cfg["name"]
     kind = cfg.get("kind")
@@ -58,10 +58,10 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                 "`vllm serve --enable-lora`), not in-process", kind="config", attempts=0)
         return VLLMInProcessBackbone(model=cfg["model"], engine_args=cfg.get("engine_args"), **common)
     if kind == "peft":  # transformers + peft in this process (harness/embedded/peft.py; extra `train`)
-        from harness.embedded.peft import build_peft_backbone
+        from agentic_repro.harness.embedded.peft import build_peft_backbone
         return await build_peft_backbone(cfg, **common)
     if kind == "scripted":  # no model: replies from a script (harness/scripted.py), for dry runs and estimates
-        from harness.scripted import build_scripted_backbone
+        from agentic_repro.harness.scripted import build_scripted_backbone
         return build_scripted_backbone(cfg, **common)
     raise BackboneError(f"backbone '{name}': kind={kind!r} is not one of {KINDS}; fix configs/backbone/{name}.yaml")
 
@@ -70,7 +70,7 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
                     servers: Any) -> OpenAICompatibleBackbone:
     import asyncio
 
-    from harness.embedded.gguf import ModelSpec, model_identity, resolve_gguf
+    from agentic_repro.harness.embedded.gguf import ModelSpec, model_identity, resolve_gguf
     name = cfg["name"]
     spec = ModelSpec.from_config(cfg, name=cfg["model"])
     path = await asyncio.to_thread(resolve_gguf, spec)
@@ -109,7 +109,7 @@ async def _embedded(cfg: dict[str, Any], run_dir: Path, seed: int, common: dict[
 
 def _match_lora_ids(base_url: str, specs: dict[str, Any], name: str) -> dict[str, int]:
     """Adapter name -> the server's id, checked against ``GET /lora-adapters`` (by resolved path)."""
-    from harness.embedded.server import lora_adapters
+    from agentic_repro.harness.embedded.server import lora_adapters
 
     loaded = lora_adapters(base_url)
     by_path = {str(Path(a.get("path", "")).resolve()): int(a["id"]) for a in loaded}

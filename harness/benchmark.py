@@ -3,7 +3,7 @@
 It lives in the core so that ``harness/`` imports no evaluator: ``evaluators/base.py`` adds the
 file and hub loaders on top of it, and any package may provide a benchmark by naming its class in
 ``benchmark.kind``. The runner scores with the real :class:`Problem`; methods only ever see the
-gold-free view built from it (:mod:`harness.view`).
+gold-free view built from it (:mod:`agentic_repro.harness.view`).
 """
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
-from harness.types import Problem, Score
+from agentic_repro.harness.types import Problem, Score
 
 if TYPE_CHECKING:
-    from harness.env import Engine, EnvSpec, Episode
-    from harness.tools import Tool
+    from agentic_repro.harness.env import Engine, EnvSpec, Episode
+    from agentic_repro.harness.tools import Tool
 
 
 class NoEpisode(RuntimeError):
@@ -99,7 +99,7 @@ class Benchmark:
         only its result reaches the method. By default: ``run_public_tests`` when the problem has public
         tests (or, for a class that overrides ``run_public_tests`` but not ``public_tests``, always).
         """
-        from harness.tools import Tool
+        from agentic_repro.harness.tools import Tool
 
         cls = type(self)
         if cls.public_tests is not Benchmark.public_tests:
@@ -119,13 +119,13 @@ class Benchmark:
     # ---- interactive environments --------------------------------------------------------------
     def env_spec(self) -> EnvSpec | None:
         """The ``env:`` block of the config (engine, params, process, max_steps, ...), if any."""
-        from harness.env import EnvSpec
+        from agentic_repro.harness.env import EnvSpec
 
         return EnvSpec.from_config(self.cfg.get("env"))
 
     def engine(self, problem: Problem) -> Engine | None:
         """A custom in-process engine for ``problem`` (async ``reset``/``step``/``close``), or ``None``
-        to build the one ``env.engine`` names (see :mod:`harness.env`)."""
+        to build the one ``env.engine`` names (see :mod:`agentic_repro.harness.env`)."""
         return None
 
     @property

@@ -11,13 +11,13 @@ The endpoint is not the model: an ``openai``-kind backbone is keyed by its model
 vLLM server restarted on another port (or ``localhost`` vs ``127.0.0.1``) replays the same entries.
 
 A cache that cannot be read or written raises :class:`CacheError` naming the file and the fix (never an
-sqlite traceback); a failed write comes after the call's ledger line (:mod:`harness.llm`), so the bill
+sqlite traceback); a failed write comes after the call's ledger line (:mod:`agentic_repro.harness.llm`), so the bill
 stays complete.
 
 On a local disk the file is in WAL mode. On a network file system (NFS, Lustre, GPFS, ...: a cluster's shared
 folder) it uses SQLite's rollback journal instead: WAL keeps its index in memory shared by the processes of one
 host and does not work over a network file system (sqlite.org/wal.html); the rollback journal relies on the file
-system's POSIX locks, the ones :mod:`harness.lock` needs across hosts too (docs/cluster.md).
+system's POSIX locks, the ones :mod:`agentic_repro.harness.lock` needs across hosts too (docs/cluster.md).
 """
 from __future__ import annotations
 

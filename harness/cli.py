@@ -1,7 +1,7 @@
 """``agentic-repro``: one console command in front of the harness's entry points.
 
-Why: a researcher should not need to know which module runs what (``python -m harness.run``,
-``python -m scripts.reproduce_table1``, ...). Each subcommand hands its arguments, unchanged, to the entry point it
+Why: a researcher should not need to know which module runs what (``python -m agentic_repro.harness.run``,
+``python -m agentic_repro.scripts.reproduce_table1``, ...). Each subcommand hands its arguments, unchanged, to the entry point it
 names; nothing is imported before a subcommand is chosen, so ``--help`` is instant and a missing optional part
 (the viewer, a training extra) is one line, not a traceback.
 
@@ -21,23 +21,23 @@ from collections.abc import Callable, Sequence
 
 #: subcommand -> (module:function taking argv, one-line help). ``run`` is special: a Hydra app reads sys.argv.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "run": ("harness.run:main", "one run: method x benchmark x backbone (Hydra overrides, e.g. method=cot limit=5)"),
+    "run": ("agentic_repro.harness.run:main", "one run: method x benchmark x backbone (Hydra overrides, e.g. method=cot limit=5)"),
     "table": ("", "reproduce a paper's table or figure set: table <name> [key=value ...] (names below)"),
-    "view": ("viewer.cli:main", "browse runs, problems and traces under results/ in a local web page"),
-    "estimate": ("scripts.estimate_cost:main", "estimate a protocol's cost on an API from measured runs"),
-    "data": ("scripts.fetch_data:main", "place the benchmark data in $AGENTIC_REPRO_DATA (default data/)"),
-    "reference-scores": ("scripts.reference_scores:main", "score the reference implementations on our problems"),
+    "view": ("agentic_repro.viewer.cli:main", "browse runs, problems and traces under results/ in a local web page"),
+    "estimate": ("agentic_repro.scripts.estimate_cost:main", "estimate a protocol's cost on an API from measured runs"),
+    "data": ("agentic_repro.scripts.fetch_data:main", "place the benchmark data in $AGENTIC_REPRO_DATA (default data/)"),
+    "reference-scores": ("agentic_repro.scripts.reference_scores:main", "a backbone's published single-model scores beside our 95% intervals"),
 }
 #: ``table <name>`` -> the script whose ``main(argv)`` runs it.
 TABLES: dict[str, tuple[str, str]] = {
-    "table1": ("scripts.reproduce_table1:main", "DenoiseFlow's Table 1: every method on the six benchmarks"),
-    "ablation": ("scripts.ablation:main", "DenoiseFlow's ablation"),
-    "sweep": ("scripts.sweep:main", "DenoiseFlow's parameter sweeps (Hydra launchers)"),
-    "efficiency": ("scripts.efficiency:main", "cost/efficiency table from runs on disk"),
-    "figures": ("scripts.figures:main", "DenoiseFlow's figures from runs on disk"),
-    "auq": ("scripts.auq_tables:main", "AUQ's tables and figures (run what=... | build)"),
-    "dyflow": ("scripts.dyflow_tables:main", "DyFlow's tables and figures"),
-    "dynagraph": ("scripts.dynagraph_tables:main", "DynaGraph's Tables 1 and 2"),
+    "table1": ("agentic_repro.scripts.reproduce_table1:main", "DenoiseFlow's Table 1: every method on the six benchmarks"),
+    "ablation": ("agentic_repro.scripts.ablation:main", "DenoiseFlow's ablation"),
+    "sweep": ("agentic_repro.scripts.sweep:main", "DenoiseFlow's parameter sweeps (Hydra launchers)"),
+    "efficiency": ("agentic_repro.scripts.efficiency:main", "cost/efficiency table from runs on disk"),
+    "figures": ("agentic_repro.scripts.figures:main", "DenoiseFlow's figures from runs on disk"),
+    "auq": ("agentic_repro.scripts.auq_tables:main", "AUQ's tables and figures (run what=... | build)"),
+    "dyflow": ("agentic_repro.scripts.dyflow_tables:main", "DyFlow's tables and figures"),
+    "dynagraph": ("agentic_repro.scripts.dynagraph_tables:main", "DynaGraph's Tables 1 and 2"),
 }
 
 

@@ -1,4 +1,4 @@
-"""The resolved root config for a list of overrides, exactly as ``python -m harness.run`` would see them.
+"""The resolved root config for a list of overrides, exactly as ``python -m agentic_repro.harness.run`` would see them.
 
 For code that runs the harness from Python rather than from the command line: the cost estimates, the table
 scripts' plans, the benchmarks under bench/ and the tests.

@@ -4,7 +4,7 @@ There is no global state: everything a method may touch comes through
 :class:`ProblemContext`, created by the runner per (run, problem attempt). It holds the gold-free
 :class:`~harness.view.ProblemView` and :class:`~harness.view.BenchmarkView`; what needs the real
 problem (rendering, tools, environments) is reached through the attempt's backstage
-(:mod:`harness.view`), never through an attribute.
+(:mod:`agentic_repro.harness.view`), never through an attribute.
 """
 from __future__ import annotations
 
@@ -15,13 +15,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.env import EnvSession
-from harness.ledger import CallRecord, CallSummary
-from harness.llm import LLMClient
-from harness.roles import DEFAULT, role_of
-from harness.tools import ToolSpec
-from harness.types import Completion, Message
-from harness.view import BenchmarkInfo, BenchmarkView, ProblemView, backstage, env_host
+from agentic_repro.harness.env import EnvSession
+from agentic_repro.harness.ledger import CallRecord, CallSummary
+from agentic_repro.harness.llm import LLMClient
+from agentic_repro.harness.roles import DEFAULT, role_of
+from agentic_repro.harness.tools import ToolSpec
+from agentic_repro.harness.types import Completion, Message
+from agentic_repro.harness.view import BenchmarkInfo, BenchmarkView, ProblemView, backstage, env_host
 
 
 class BudgetExceeded(RuntimeError):

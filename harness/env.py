@@ -18,7 +18,7 @@ Three pieces, split by who may see what:
   every reset, step and note to ``trajectories.jsonl`` as it happens, and keeps the episodes the score
   is computed from. A crashed engine or worker is an error for the problem, never a score of 0.
 - the **session** (:class:`EnvSession`, method side) holds no reference to either: it reaches the host
-  through the problem's backstage (:mod:`harness.view`), so a method cannot read the goal.
+  through the problem's backstage (:mod:`agentic_repro.harness.view`), so a method cannot read the goal.
 
 Config (``configs/benchmark/<name>.yaml``)::
 
@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from harness.types import Problem
+from agentic_repro.harness.types import Problem
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
     from typing_extensions import Self

@@ -19,7 +19,7 @@ import json
 import time
 from typing import Any
 
-from harness.results import RunPaths, read_json, write_json_atomic
+from agentic_repro.harness.results import RunPaths, read_json, write_json_atomic
 
 #: Dotted keys that never change what a run answers (or whose effect is recomputed from the files each run).
 NEUTRAL_KEYS = (
@@ -81,7 +81,7 @@ def _prune(d: dict[str, Any]) -> dict[str, Any]:
 def backbone_identity(backbone: Any) -> dict[str, Any]:
     """What distinguishes a backbone's outputs: its cache identity, its model name and its adapters
     (content hashes; paths differ between machines and are left out)."""
-    from harness.llm import model_identity
+    from agentic_repro.harness.llm import model_identity
 
     adapters = {}
     for name, ident in sorted((getattr(backbone, "adapters", None) or {}).items()):

@@ -170,7 +170,7 @@ class LedgerFile:
             if self.fsync:
                 os.fsync(self._fh.fileno())
         except OSError as exc:  # a full or read-only disk: name the file (a write error carries no filename)
-            from harness.results import ResultsWriteError
+            from agentic_repro.harness.results import ResultsWriteError
 
             err = exc if isinstance(exc, ResultsWriteError) else ResultsWriteError(self.path, exc)
             self.error = self.error or err

@@ -21,10 +21,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
-from harness.cache import ResponseCache, cache_key
-from harness.ledger import CallLog, CallRecord, flops_estimate
-from harness.types import Completion, Message
+from agentic_repro.harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
+from agentic_repro.harness.cache import ResponseCache, cache_key
+from agentic_repro.harness.ledger import CallLog, CallRecord, flops_estimate
+from agentic_repro.harness.types import Completion, Message
 
 
 def request_seed(run_seed: int, sample_index: int) -> int:

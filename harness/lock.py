@@ -43,7 +43,7 @@ class FolderLock:
         self._fd: int | None = None
 
     def acquire(self) -> FolderLock:
-        from harness.results import ResultsWriteError
+        from agentic_repro.harness.results import ResultsWriteError
 
         try:
             self.folder.mkdir(parents=True, exist_ok=True)

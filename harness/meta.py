@@ -39,8 +39,8 @@ def package_versions() -> dict[str, str]:
 def run_metadata(spec: Any, data_info: dict[str, Any], backbone: Any, *, started: float,
                  roles: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """``backbone`` is the run's default; ``roles`` every role's backbone config, model identity and adapter
-    (:func:`harness.roles.role_identities`)."""
-    from evaluators.sandbox import isolation_record
+    (:func:`agentic_repro.harness.roles.role_identities`)."""
+    from agentic_repro.evaluators.sandbox import isolation_record
 
     model = backbone.identity()
     return {

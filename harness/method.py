@@ -4,7 +4,7 @@ Methods are named in ``configs/method/*.yaml`` by ``solver: module:attr``. A
 function is called as ``fn(problem, ctx, **params)``; a class is built as
 ``cls(**params)`` and must have ``async solve(problem, ctx)``. ``problem`` is the
 gold-free :class:`~harness.view.ProblemView`; ``roles: [...]`` in the config lists
-the backbone roles the method calls (:mod:`harness.roles`).
+the backbone roles the method calls (:mod:`agentic_repro.harness.roles`).
 
 Methods that carry state across problems (e.g. online calibration) may set
 ``window_size`` and implement ``end_window(outcomes)``, ``state_dict()`` and
@@ -24,9 +24,9 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
-from harness.context import ProblemContext
-from harness.types import Solution
-from harness.view import ProblemView
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.types import Solution
+from agentic_repro.harness.view import ProblemView
 
 
 @runtime_checkable

@@ -91,8 +91,8 @@ def default_mode(kind: str | None) -> str:
 
 
 def parse_rate_limit(block: Any, *, kind: str | None = None, where: str = "backbone.rate_limit") -> RateLimitSettings:
-    """The validated settings; :class:`harness.validate.ConfigError` naming the key for an unknown key or a bad value."""
-    from harness.validate import ConfigError
+    """The validated settings; :class:`agentic_repro.harness.validate.ConfigError` naming the key for an unknown key or a bad value."""
+    from agentic_repro.harness.validate import ConfigError
 
     if block is None:
         block = {}
@@ -140,7 +140,7 @@ def parse_rate_limit(block: Any, *, kind: str | None = None, where: str = "backb
 
 
 def check_backbone_config(prefix: str, bb: Mapping[str, Any]) -> None:
-    """Validate a backbone config's ``rate_limit`` block (called by :func:`harness.validate.validate_run_config`)."""
+    """Validate a backbone config's ``rate_limit`` block (called by :func:`agentic_repro.harness.validate.validate_run_config`)."""
     if "rate_limit" in bb:
         parse_rate_limit(bb.get("rate_limit"), kind=bb.get("kind"), where=f"{prefix}.rate_limit")
 

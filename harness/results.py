@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.ledger import CallLog, CallRecord, CallSummary, LedgerFile
+from agentic_repro.harness.ledger import CallLog, CallRecord, CallSummary, LedgerFile
 
 
 class ResultsWriteError(OSError):

@@ -3,7 +3,7 @@
 A run has its default backbone (role ``default``) plus the roles its config names, each a backbone
 config of its own, optionally bound to an adapter of that backbone::
 
-    python -m harness.run method=... backbone=local backbone@roles.designer=gpt-4o-mini \\
+    python -m agentic_repro.harness.run method=... backbone=local backbone@roles.designer=gpt-4o-mini \\
         roles.planner.adapter=planner
 
 ``roles.<name>`` without a backbone uses the run's backbone (so ``roles.planner.adapter=planner``

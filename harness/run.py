@@ -1,4 +1,4 @@
-"""Hydra entry point: ``python -m harness.run method=cot benchmark=gsm8k backbone=local seed=42 limit=20``."""
+"""Hydra entry point: ``python -m agentic_repro.harness.run method=cot benchmark=gsm8k backbone=local seed=42 limit=20``."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ from collections.abc import Callable
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from harness.runner import run_spec, spec_from_config
+from agentic_repro.harness.runner import run_spec, spec_from_config
 
 # Errors a user can fix from the message alone: print it without a traceback.
 USER_ERRORS: tuple[type[BaseException], ...] = (FileNotFoundError, ValueError, KeyError, RuntimeError)
@@ -63,12 +63,12 @@ def incomplete_message(metrics: dict) -> str:
 
 
 def run_from_config(container: dict) -> dict:
-    from harness.validate import validate_run_config
+    from agentic_repro.harness.validate import validate_run_config
 
     validate_run_config(container)
     spec = spec_from_config(container)
     metrics = run_spec(spec)
-    from harness.logging_wandb import WandbLogger
+    from agentic_repro.harness.logging_wandb import WandbLogger
 
     wb = WandbLogger.from_config(container, run_name=spec.out_dir.as_posix(), job_type="run")
     if wb is not None:  # logger=wandb; nothing else changes when it is on
@@ -125,8 +125,8 @@ def guarded(body: Callable[[dict], dict], cfg: DictConfig) -> float:
 
 def disk_message(exc: OSError) -> str:
     """One line naming the path and errno of a failed read or write (a full or read-only results disk)."""
-    from harness.cache import CacheError
-    from harness.results import ResultsWriteError
+    from agentic_repro.harness.cache import CacheError
+    from agentic_repro.harness.results import ResultsWriteError
 
     if isinstance(exc, (ResultsWriteError, CacheError)) or not exc.errno:
         return str(exc)

@@ -4,9 +4,9 @@ Problems run concurrently up to ``runner.max_concurrent_problems``; each one's
 prediction and calls are appended as it completes. Finished ids are skipped on
 a re-run, so an interrupted run resumes where it stopped.
 
-The method sees each problem through its gold-free view (:mod:`harness.view`); the runner scores
+The method sees each problem through its gold-free view (:mod:`agentic_repro.harness.view`); the runner scores
 with the real problem, from the method's answer or, for an environment, from what the environment
-reported (:mod:`harness.env`). Backbones are built once per run for every role (:mod:`harness.roles`).
+reported (:mod:`agentic_repro.harness.env`). Backbones are built once per run for every role (:mod:`agentic_repro.harness.roles`).
 """
 from __future__ import annotations
 
@@ -20,26 +20,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.backbones import build_backbone
-from harness.benchmark import Benchmark, build_benchmark
-from harness.cache import CacheError, ResponseCache
-from harness.calibration import calibration_metrics, reliability_diagram
-from harness.context import Budgets, ProblemContext, RunContext
-from harness.env import Engines, EnvHost, TrajectoryLog
-from harness.meta import run_metadata
-from harness.method import Method, build_method, check_requirements, resolve
-from harness.identity import backbone_identity, check_run_identity
-from harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
-from harness.judge import role_configured as judge_role_configured
-from harness.llm import LLMClient, RunAborted
-from harness.lock import FolderLock
-from harness.spec import backbone_dir
-from harness.validate import validate_run_config
-from harness.results import (ResultsWriteError, ResultWriter, RunPaths, compute_metrics, pass_at_k,
+from agentic_repro.harness.backbones import build_backbone
+from agentic_repro.harness.benchmark import Benchmark, build_benchmark
+from agentic_repro.harness.cache import CacheError, ResponseCache
+from agentic_repro.harness.calibration import calibration_metrics, reliability_diagram
+from agentic_repro.harness.context import Budgets, ProblemContext, RunContext
+from agentic_repro.harness.env import Engines, EnvHost, TrajectoryLog
+from agentic_repro.harness.meta import run_metadata
+from agentic_repro.harness.method import Method, build_method, check_requirements, resolve
+from agentic_repro.harness.identity import backbone_identity, check_run_identity
+from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
+from agentic_repro.harness.judge import role_configured as judge_role_configured
+from agentic_repro.harness.llm import LLMClient, RunAborted
+from agentic_repro.harness.lock import FolderLock
+from agentic_repro.harness.spec import backbone_dir
+from agentic_repro.harness.validate import validate_run_config
+from agentic_repro.harness.results import (ResultsWriteError, ResultWriter, RunPaths, compute_metrics, pass_at_k,
                              pending_exception, read_json, read_jsonl_tolerant, resume_report, sample_seed)
-from harness.roles import Role, build_role_backbones, resolve_roles, role_identities
-from harness.types import Problem, Score, Solution
-from harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
+from agentic_repro.harness.roles import Role, build_role_backbones, resolve_roles, role_identities
+from agentic_repro.harness.types import Problem, Score, Solution
+from agentic_repro.harness.view import Backstage, BenchmarkInfo, ProblemView, enter, leave
 
 
 #: Failures of the run, not of one problem: they stop the run (one line naming the file or cause) instead of
@@ -152,7 +152,7 @@ class Runner:
     def _configure_sandbox(self) -> None:
         isolation = (self.spec.full_config.get("sandbox") or {}).get("isolation")
         if isolation:  # how untrusted code is contained (evaluators/sandbox/README.md); meta.json records it
-            from evaluators.sandbox import configure as configure_sandbox
+            from agentic_repro.evaluators.sandbox import configure as configure_sandbox
 
             configure_sandbox(isolation=isolation)
 
@@ -262,7 +262,7 @@ class Runner:
         """(record id, problem, sample index or None, run seed of the attempt) for every prediction to make.
 
         With ``samples_per_task=k > 1`` each problem gets k records ``<id>#<j>``, sample j under the
-        seed :func:`harness.results.sample_seed` (j = 0 is the run seed, so it replays a plain run)."""
+        seed :func:`agentic_repro.harness.results.sample_seed` (j = 0 is the run seed, so it replays a plain run)."""
         k = self.spec.samples_per_task
         if k <= 1:
             return [(p.id, p, None, self.spec.seed) for p in problems]
@@ -568,7 +568,7 @@ def run_spec(spec: RunSpec, servers: Any | None = None) -> dict[str, Any]:
     without one, a pool is made for this run and its servers stop when it ends."""
     if servers is not None:
         return asyncio.run(Runner(spec, servers=servers).run())
-    from harness.embedded.server import ServerPool
+    from agentic_repro.harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         return asyncio.run(Runner(spec, servers=pool).run())

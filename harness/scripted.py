@@ -13,9 +13,9 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from harness.backbone import BackboneError, BackboneResult
-from harness.ledger import Price
-from harness.types import Completion
+from agentic_repro.harness.backbone import BackboneError, BackboneResult
+from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.types import Completion
 
 __all__ = ["Script", "ScriptedBackbone", "build_scripted_backbone", "fixed_reply", "load_script"]
 

@@ -1,6 +1,6 @@
 """Tools a benchmark offers to methods, and the record of every call made to them.
 
-A benchmark declares its tools per problem (:meth:`harness.benchmark.Benchmark.tools`): running the
+A benchmark declares its tools per problem (:meth:`agentic_repro.harness.benchmark.Benchmark.tools`): running the
 tests its prompt shows, a search index, a calculator. The function runs on the scorer side with the
 real problem; a method sees only the tool's name, description and parameters (:class:`ToolSpec`)
 and calls it with ``await ctx.call_tool(name, **args)``. Every call, successful or not, becomes a

@@ -102,13 +102,13 @@ def _check_top_level(cfg: dict[str, Any]) -> None:
 
 
 def _check_cache_and_sandbox(cfg: dict[str, Any]) -> None:
-    from harness.cache import MODES
+    from agentic_repro.harness.cache import MODES
 
     cache = cfg.get("cache") or {}
     if "mode" in cache and cache["mode"] not in MODES:
         _fail("cache.mode", cache["mode"], f"one of {', '.join(MODES)}")
 
-    from evaluators.sandbox import ISOLATIONS
+    from agentic_repro.evaluators.sandbox import ISOLATIONS
 
     isolation = (cfg.get("sandbox") or {}).get("isolation", "bwrap")
     if isolation not in ISOLATIONS:
@@ -140,7 +140,7 @@ def _check_runner(runner: dict[str, Any]) -> None:
 
 def _check_backbones(cfg: dict[str, Any]) -> None:
     """The run's backbone and every role's own: concurrency, sampling, the rate_limit block."""
-    from harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
+    from agentic_repro.harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
 
     backbones = [("backbone", cfg.get("backbone") or {})]
     backbones += [(f"roles.{r}", b) for r, b in (cfg.get("roles") or {}).items() if isinstance(b, dict)]
@@ -153,7 +153,7 @@ def _check_backbones(cfg: dict[str, Any]) -> None:
 
 
 def _check_sampling(prefix: str, sampling: dict[str, Any]) -> None:
-    from harness.backbone import SAMPLING_KEYS
+    from agentic_repro.harness.backbone import SAMPLING_KEYS
 
     for key, v in sampling.items():
         if key not in SAMPLING_KEYS:

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from collections.abc import Hashable
 from typing import Any
 
-from harness.benchmark import Benchmark
-from harness.env import EnvHost
-from harness.tools import Tool, ToolCall, ToolSpec, UnknownTool, invoke
-from harness.types import Problem
+from agentic_repro.harness.benchmark import Benchmark
+from agentic_repro.harness.env import EnvHost
+from agentic_repro.harness.tools import Tool, ToolCall, ToolSpec, UnknownTool, invoke
+from agentic_repro.harness.types import Problem
 
 
 class GoldHidden(AttributeError):

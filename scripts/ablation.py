@@ -1,7 +1,7 @@
 """``make ablation``: Table 2, DenoiseFlow variants on GSM8K, MBPP, HotpotQA; score and cost relative to full.
 
-    python -m scripts.ablation backbone=local                # run what is missing, then write the table
-    python -m scripts.ablation report_only=true              # the table from results/ only (zero calls)
+    python -m agentic_repro.scripts.ablation backbone=local                # run what is missing, then write the table
+    python -m agentic_repro.scripts.ablation report_only=true              # the table from results/ only (zero calls)
 
 Options: backbone, protocol, variants, benchmarks, seeds, limit, report_only, dry_run, logger; other key=value
 arguments are Hydra overrides for every run. Writes results/ablation/table2.{md,tex,csv}.
@@ -13,9 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import RunIndex, cost_per_problem
-from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
-from scripts.runs import (Planned, benchmark_overrides, csv_list, eprint, execute, load_experiment, logger_override,
+from agentic_repro.scripts.collect import RunIndex, cost_per_problem
+from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.runs import (Planned, benchmark_overrides, csv_list, eprint, execute, load_experiment, logger_override,
                           method_config, parse_args, plan, require_backbone_key)
 
 OPTIONS = {"backbone": "local", "protocol": None, "variants": None, "benchmarks": None, "seeds": None,
@@ -158,7 +158,7 @@ def write_all(results_root: Path, exp: dict[str, Any] | None = None,
         records += r
     out = root / exp["experiment"]
     md, tex = write_tables(out / "table2", tables, "# Table 2 (ablation): regenerated from results/ by "
-                                                   "`python -m scripts.ablation report_only=true`\n")
+                                                   "`python -m agentic_repro.scripts.ablation report_only=true`\n")
     write_csv(out / "table2.csv", records, CSV_FIELDS)
     return {"tables": tables, "records": records, "paths": [md, tex, out / "table2.csv"]}
 
@@ -201,6 +201,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from scripts.runs import run_cli
+    from agentic_repro.scripts.runs import run_cli
 
     run_cli(main)

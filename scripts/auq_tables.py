@@ -1,14 +1,14 @@
 """AUQ's tables and figures (arXiv 2601.15703) from ``results/`` alone, and the command that runs them.
 
-    python -m scripts.auq_tables build [results_root=results] [backbone=local]   # zero backbone calls
-    python -m scripts.auq_tables run what=table1 backbone=local [size=smoke]       # run, then build
-    python -m scripts.auq_tables run what=fig4|fig5|fig6|all backbone=local dry_run=true
+    python -m agentic_repro.scripts.auq_tables build [results_root=results] [backbone=local]   # zero backbone calls
+    python -m agentic_repro.scripts.auq_tables run what=table1 backbone=local [size=smoke]       # run, then build
+    python -m agentic_repro.scripts.auq_tables run what=fig4|fig5|fig6|all backbone=local dry_run=true
 
 Everything it reads is in ``scripts/experiments/auq_main.yaml`` (rows, benchmarks, sweeps, size protocols, the
 paper's numbers). Writes under ``results/auq-report/``:
 
 - ``table1-<backbone>.{md,tex,csv}``: calibration per aggregation (T-ECE, T-BS for Φ_last, Φ_avg, Φ_min, Φ_prod),
-  one table per benchmark; T-ECE's bins and edge convention are the yaml's ``t_ece`` option (:mod:`auq.metrics`),
+  one table per benchmark; T-ECE's bins and edge convention are the yaml's ``t_ece`` option (:mod:`agentic_repro.auq.metrics`),
   the other convention's value shown beside a cell where they differ by more than ``show_other_above``.
 - ``table2-<backbone>.{md,tex,csv}``: success rate [95% Wilson interval] and AUROC of C(τ) per aggregation,
   the paper's SR beside ours; the "fixes x% of ReAct failures, regresses y% of its successes" comparison.
@@ -38,12 +38,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from auq.metrics import BIN_CONVENTION, BIN_TEXT, N_BINS, PHIS, Trajectory, calibration_report, trajectory_of
-from scripts.collect import Agg, RunIndex
-from scripts.protocol import compare as compare_setting
-from scripts.protocol import models, num, sampling, split_of
-from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
-from scripts.runs import load_experiment, method_config, parse_args
+from agentic_repro.auq.metrics import BIN_CONVENTION, BIN_TEXT, N_BINS, PHIS, Trajectory, calibration_report, trajectory_of
+from agentic_repro.scripts.collect import Agg, RunIndex
+from agentic_repro.scripts.protocol import compare as compare_setting
+from agentic_repro.scripts.protocol import models, num, sampling, split_of
+from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.runs import load_experiment, method_config, parse_args
 
 EXP_NAME = "auq_main"
 OUT = "auq-report"
@@ -73,8 +73,8 @@ def avg_calls(agg: Agg) -> float | None:
 
 
 def webshop_files_missing(data_root: str | None = None) -> list[str]:
-    from envs.data import WEBSHOP_FILES
-    from evaluators.data import data_dir
+    from agentic_repro.envs.data import WEBSHOP_FILES
+    from agentic_repro.evaluators.data import data_dir
 
     root = data_dir(data_root) / "webshop"
     return [n for n in WEBSHOP_FILES if not (root / n).is_file()]
@@ -160,7 +160,7 @@ def _distinct(values: list[Any]) -> list[Any]:
 
 
 def compare_sweep(name: str, ours: list[Any], paper: Any) -> str:
-    """As :func:`scripts.protocol.compare`, but a paper list is a sweep (Figure 4's windows, Figure 6's τ): ours
+    """As :func:`agentic_repro.scripts.protocol.compare`, but a paper list is a sweep (Figure 4's windows, Figure 6's τ): ours
     matches when every value we ran is one of its points."""
     if not isinstance(paper, list) or not ours:
         return compare_setting(name, ours, paper)
@@ -470,7 +470,7 @@ def _mean_by_step(traces: list[list[float | None]]) -> tuple[list[int], list[flo
 
 
 def figure3(index: RunIndex, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    from scripts.figstyle import empty_panel, plt, save
+    from agentic_repro.scripts.figstyle import empty_panel, plt, save
 
     f3 = exp["figures"]["fig3"]
     rows = {r["method"]: r for r in exp["rows"]}
@@ -573,7 +573,7 @@ def arm_extra(window: Any, arm: dict[str, Any]) -> list[str]:
 
 
 def figure4(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    from scripts.figstyle import empty_panel, plt, save
+    from agentic_repro.scripts.figstyle import empty_panel, plt, save
 
     f4 = exp["figures"]["fig4"]
     pyplot = plt()
@@ -648,7 +648,7 @@ def cross_model_note(exp: dict[str, Any], ran: list[str]) -> str:
 
 
 def figure5(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    from scripts.figstyle import empty_panel, plt, save
+    from agentic_repro.scripts.figstyle import empty_panel, plt, save
 
     f5 = exp["figures"]["fig5"]
     pyplot = plt()
@@ -673,7 +673,7 @@ def figure5_models(root: Path, exp: dict[str, Any], backbones_: list[str], out_d
                    ) -> tuple[list[Path], dict[str, Any]]:
     """Figure 5's cross-model panel: per backbone with runs, each gain (expansion; AUQ − ReAct at limited and
     full memory) beside the paper's."""
-    from scripts.figstyle import empty_panel, plt, save
+    from agentic_repro.scripts.figstyle import empty_panel, plt, save
 
     f5 = exp["figures"]["fig5"]
     per: dict[str, Any] = {}
@@ -710,7 +710,7 @@ def figure5_models(root: Path, exp: dict[str, Any], backbones_: list[str], out_d
 
 
 def figure6(root: Path, exp: dict[str, Any], backbone: str, out_dir: Path) -> tuple[list[Path], dict[str, Any]]:
-    from scripts.figstyle import empty_panel, plt, save
+    from agentic_repro.scripts.figstyle import empty_panel, plt, save
 
     f6 = exp["figures"]["fig6"]
     rows = {r["method"]: r for r in exp["rows"]}
@@ -769,7 +769,7 @@ T2_FIELDS = ["backbone", "benchmark", "row", "method", "status", "sr", "ci_low",
 
 def write_figure_protocols(path: Path, figs: dict[str, Any]) -> Path:
     """Each figure's protocol line (from its runs) in one generated markdown file beside the images."""
-    lines = ["<!-- generated by python -m scripts.auq_tables build; do not edit -->", ""]
+    lines = ["<!-- generated by python -m agentic_repro.scripts.auq_tables build; do not edit -->", ""]
     for name, d in figs.items():
         lines += [f"- **{name}**: {d.get('protocol') or 'no runs on disk'}"]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
@@ -797,7 +797,7 @@ def write_all(results_root: Path, backbone: str | None = None, exp: dict[str, An
         t2, r2 = build_table2(index, exp, bb, proto)
         for name, tables, recs, fields in (("table1", t1, r1, T1_FIELDS), ("table2", t2, r2, T2_FIELDS)):
             md, tex = write_tables(out_dir / f"{name}-{bb}", tables,
-                                   header="<!-- generated by python -m scripts.auq_tables build; do not edit -->")
+                                   header="<!-- generated by python -m agentic_repro.scripts.auq_tables build; do not edit -->")
             csv = out_dir / f"{name}-{bb}.csv"
             write_csv(csv, recs, fields)
             paths += [md, tex, csv]
@@ -891,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
     root = Path(opts["results_root"])
     bad: list[Any] = []
     if cmd == "run":
-        from scripts.runs import Planned, execute, plan, require_backbone_key
+        from agentic_repro.scripts.runs import Planned, execute, plan, require_backbone_key
 
         backbone = opts["backbone"] or "local"
         require_backbone_key(backbone)
@@ -931,6 +931,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from scripts.runs import run_cli
+    from agentic_repro.scripts.runs import run_cli
 
     run_cli(main)

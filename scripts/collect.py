@@ -5,8 +5,8 @@ Every number a reporting script prints comes from here, and each aggregate keeps
 
 Runs are found by what they recorded, not by where they sit: :class:`RunIndex` walks
 ``results/<experiment>/`` for ``metrics.json`` files and keys each run by its own ``config.yaml``
-(benchmark and method names, the backbone as ``harness.spec.backbone_dir`` names it, seed), so a change of
-the folder layout (``harness.runner.RunSpec.out_dir``) needs no change here. A folder without ``config.yaml`` (hand-made
+(benchmark and method names, the backbone as ``agentic_repro.harness.spec.backbone_dir`` names it, seed), so a change of
+the folder layout (``agentic_repro.harness.runner.RunSpec.out_dir``) needs no change here. A folder without ``config.yaml`` (hand-made
 fixtures) falls back to ``<benchmark>/<method>/<backbone>[/...]/seed=<s>``.
 
 A cell is *incomplete* when any of its runs has errors (``n_errors > 0``), says ``complete: false``, or
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.results import read_jsonl_tolerant
-from scripts.stats import Interval, interval
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.scripts.stats import Interval, interval
 
 
 @dataclass
@@ -197,7 +197,7 @@ class Agg:
         return [100.0 * sum(p[i] for p in per) / len(per) for i in sorted(common)]
 
     def ci(self, level: float = 0.95) -> Interval | None:
-        """95% interval of the cell's mean over problems (see :func:`scripts.stats.interval`)."""
+        """95% interval of the cell's mean over problems (see :func:`agentic_repro.scripts.stats.interval`)."""
         return interval(self.problem_means(), level) if self.complete else None
 
     def incomplete_text(self) -> str:
@@ -294,10 +294,10 @@ class RunIndex:
 
 
 def backbone_label(backbone_cfg: dict[str, Any]) -> str:
-    """The backbone as the results path names it (``harness.spec.backbone_dir``: ``local``, or
+    """The backbone as the results path names it (``agentic_repro.harness.spec.backbone_dir``: ``local``, or
     ``vllm@<model slug>`` for an endpoint that can serve any model), so two models never share a table."""
     try:
-        from harness.spec import backbone_dir
+        from agentic_repro.harness.spec import backbone_dir
     except ImportError:  # a core without model-named folders
         return str(backbone_cfg["name"])
     return backbone_dir(backbone_cfg)

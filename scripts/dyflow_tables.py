@@ -1,10 +1,10 @@
 """DyFlow's tables and figures (Tables 1-4, 8, 9, 10; Figures 3/7, 4, 6) from ``results/`` alone, and the runs
 they need.
 
-    python -m scripts.dyflow_tables table=all                       # render everything on disk (no backbone call)
-    python -m scripts.dyflow_tables table=table1 run=true backbone=local   # run what is missing, then render
-    python -m scripts.dyflow_tables table=table4 run=true size=paper backbone=vllm
-    python -m scripts.dyflow_tables table=table1 run=true dry_run=true     # print the plan only
+    python -m agentic_repro.scripts.dyflow_tables table=all                       # render everything on disk (no backbone call)
+    python -m agentic_repro.scripts.dyflow_tables table=table1 run=true backbone=local   # run what is missing, then render
+    python -m agentic_repro.scripts.dyflow_tables table=table4 run=true size=paper backbone=vllm
+    python -m agentic_repro.scripts.dyflow_tables table=table1 run=true dry_run=true     # print the plan only
 
 Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|operators|all; ``selfplay`` /
 ``selfplay-B``: the self-play runs on the train splits that dyflow.train learns from), ``run``, ``dry_run``,
@@ -13,10 +13,10 @@ Options: ``table`` (table1|table2|table3|table4|table8|table9|table10|passk|oper
 measurement, default; ours: the benchmark configs' rules, experiments ``<name>-ours``; every table prints the protocol
 its runs recorded; under ``paper`` the judge-scored benchmarks show the LLM judge's score with the rule-based one on a
 ``↳ rule-based score`` row); any other ``key=value`` is a Hydra override for every run. Rows, sizes and the paper's numbers are
-``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``scripts.collect`` (``metrics.json`` +
+``scripts/experiments/dyflow_tables.yaml``. Every number comes from ``agentic_repro.scripts.collect`` (``metrics.json`` +
 ``predictions.jsonl``; the CSV's ``sources`` column lists the files); a cell with errors or unanswered problems
 shows ``incomplete`` and is never averaged; a row whose method, benchmark, backbone or adapter is not there prints
-"—" with the reason. Under each DyFlow row: its designer failures and fallback answers (``dyflow.counts``, from the
+"—" with the reason. Under each DyFlow row: its designer failures and fallback answers (``agentic_repro.dyflow.counts``, from the
 traces). Table 8's DyFlow training cost is the self-play runs' fresh calls (``calls.jsonl``, cache hits excluded). Outputs: ``results/dyflow_tables/<table>.{md,tex,csv}`` and ``figures/*.png|pdf``.
 """
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 
 import yaml
 
-from dyflow.counts import KEYS as DYFLOW_COUNTS
-from dyflow.counts import note as dyflow_note
-from dyflow.counts import run_counts as dyflow_run_counts
-from scripts.collect import Agg, RunIndex, SeedRun
-from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
-from scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
-from scripts.table1 import cell_text, marks_note, significance_marks
+from agentic_repro.dyflow.counts import KEYS as DYFLOW_COUNTS
+from agentic_repro.dyflow.counts import note as dyflow_note
+from agentic_repro.dyflow.counts import run_counts as dyflow_run_counts
+from agentic_repro.scripts.collect import Agg, RunIndex, SeedRun
+from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
+from agentic_repro.scripts.table1 import cell_text, marks_note, significance_marks
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
@@ -297,7 +297,7 @@ def _code_domain(r: SeedRun, bench: str) -> bool:
 def _code_postprocess(r: SeedRun) -> str:
     """The run's ``code_postprocess`` as it recorded it: config.yaml ``method.params``, else the options in its
     traces, else the DyFlow default when the config recorded params without it; "not recorded" otherwise."""
-    from dyflow.config import Options
+    from agentic_repro.dyflow.config import Options
 
     params = (r.config().get("method") or {}).get("params")
     if isinstance(params, dict):
@@ -356,7 +356,7 @@ def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
 def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
                 extra_rows: list[dict[str, Any]] | None = None, protocol: dict[str, Any] | None = None) -> Table:
     """Methods x the five benchmarks + Avg, the best bold and the second underlined where a paired test over the
-    shared problems says they are (:func:`scripts.table1.significance_marks`), the paper's row and Δ under each row
+    shared problems says they are (:func:`agentic_repro.scripts.table1.significance_marks`), the paper's row and Δ under each row
     it reports."""
     t = spec[key]
     benches = spec["benchmarks"]
@@ -470,7 +470,7 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
 
 
 def _is_dyflow(method: str | None) -> bool:
-    return bool(method) and str((method_config(method) or {}).get("solver") or "").startswith("dyflow.")
+    return bool(method) and str((method_config(method) or {}).get("solver") or "").startswith("agentic_repro.dyflow.")
 
 
 def table3(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]],
@@ -703,7 +703,7 @@ def _run_backbone(res: Results, experiment: str, bb: str) -> str:
 
 # ---- figures ---------------------------------------------------------------------------------------------------
 def passk(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]], out: Path) -> Table:
-    from scripts.figstyle import plt, save
+    from agentic_repro.scripts.figstyle import plt, save
 
     t = spec["passk"]
     benches, labels = spec["benchmarks"], spec["benchmark_labels"]
@@ -762,7 +762,7 @@ def passk(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[
 
 
 def operators(res: Results, spec: dict[str, Any], backbone: str, records: list[dict[str, Any]], out: Path) -> Table:
-    from scripts.figstyle import plt, save
+    from agentic_repro.scripts.figstyle import plt, save
 
     t = spec["operators"]
     benches, labels = spec["benchmarks"], spec["benchmark_labels"]
@@ -809,7 +809,7 @@ def operators(res: Results, spec: dict[str, Any], backbone: str, records: list[d
 
 
 def fig4(fig_data: dict, out: Path, spec: dict[str, Any]) -> None:
-    from scripts.figstyle import plt, save
+    from agentic_repro.scripts.figstyle import plt, save
 
     benches, labels = spec["benchmarks"], spec["benchmark_labels"]
     p = plt()
@@ -980,7 +980,7 @@ def write_all(results_root: Path, which: list[str], backbones: list[str] | None 
                     ts.append(passk(res, spec, bb, records, out))
                 elif key == "operators":
                     ts.append(operators(res, spec, bb, records, out))
-        header = (f"# {spec['paper']}: {key}, regenerated from results/ by `python -m scripts.dyflow_tables "
+        header = (f"# {spec['paper']}: {key}, regenerated from results/ by `python -m agentic_repro.scripts.dyflow_tables "
                   f"table={key}` (protocol {pname}: scripts/experiments/dyflow_tables.yaml protocols)\n")
         md, tex = write_tables(out / key, ts, header)
         write_csv(out / f"{key}.csv", records, CSV_FIELDS)
@@ -997,7 +997,7 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"table={','.join(bad)}: choose from {', '.join(TABLES)} or all")
     root = Path(opts["results_root"])
     if str(opts["run"]).lower() in ("1", "true", "yes"):
-        from scripts.runs import eprint, execute, plan, require_backbone_key
+        from agentic_repro.scripts.runs import eprint, execute, plan, require_backbone_key
 
         spec = load_spec()
         sname, size = size_for(spec, opts["backbone"], opts.get("size"))
@@ -1031,6 +1031,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from scripts.runs import run_cli
+    from agentic_repro.scripts.runs import run_cli
 
     run_cli(main)

@@ -1,8 +1,8 @@
 """DynaGraph Table 1 (methods x StrategyQA / MATH-500 / FinQA: Acc, #Tok / TFLOPs, latency) and Table 2 (mechanism
 ablation: Acc, latency), ours beside the paper's known cells (dynagraph-supplement.md §2-3).
 
-    python -m scripts.dynagraph_tables table=1 [backbone=local] [limit=N] [report_only=true] [dry_run=true]
-    python -m scripts.dynagraph_tables table=2 ...
+    python -m agentic_repro.scripts.dynagraph_tables table=1 [backbone=local] [limit=N] [report_only=true] [dry_run=true]
+    python -m agentic_repro.scripts.dynagraph_tables table=2 ...
 
 Under each row: "↳ paper" (the paper's known cells in our columns, "—" where it states no number) and "↳ protocol"
 (generated from what the runs recorded, never typed: backbone, temperature, top-p, max tokens, the row's stated
@@ -17,7 +17,7 @@ backbone's parameter count is unknown, never 0), mean end-to-end latency per pro
 time over the problems whose every call was fresh: a replayed cache hit has no latency, so a cell with replayed
 problems says how many it left out, "—" when all were; runs are unbatched only with
 runner.max_concurrent_problems=1, which the plan sets). DynaGraph cells also count fallbacks and re-asks
-(``dynagraph.counts``, from predictions.jsonl). Peak serving memory comes from ``bench/dynagraph_memory.py --json
+(``agentic_repro.dynagraph.counts``, from predictions.jsonl). Peak serving memory comes from ``bench/dynagraph_memory.py --json
 results/dynagraph/memory.json`` when that file exists. Writes results/dynagraph/table{1,2}.{md,tex,csv}.
 """
 from __future__ import annotations
@@ -29,11 +29,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dynagraph.counts import cell_note, run_counts
-from scripts.collect import RunIndex
-from scripts.protocol import compare, num, split_of
-from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
-from scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
+from agentic_repro.dynagraph.counts import cell_note, run_counts
+from agentic_repro.scripts.collect import RunIndex
+from agentic_repro.scripts.protocol import compare, num, split_of
+from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
                           method_folder, parse_args, plan, require_backbone_key)
 
 OPTIONS = {"table": "1", "backbone": "local", "protocol": None, "methods": None, "benchmarks": None, "limit": None,
@@ -86,7 +86,7 @@ def _folder(method: str) -> str:
 
 
 def _is_dynagraph(method: str | None) -> bool:
-    return str((method_config(method) or {}).get("solver") or "").startswith("dynagraph.") if method else False
+    return str((method_config(method) or {}).get("solver") or "").startswith("agentic_repro.dynagraph.") if method else False
 
 
 def _flops(runs: list[Any]) -> tuple[float | None, str | None]:
@@ -438,7 +438,7 @@ def write_all(root: Path, exp: dict[str, Any], table_no: int, backbones: list[st
         records += r
     out = root / exp["experiment"]
     md, tex = write_tables(out / f"table{table_no}", tables, f"# DynaGraph Table {table_no}: regenerated from results/ "
-                           f"by `python -m scripts.dynagraph_tables table={table_no} report_only=true`\n")
+                           f"by `python -m agentic_repro.scripts.dynagraph_tables table={table_no} report_only=true`\n")
     write_csv(out / f"table{table_no}.csv", records, CSV_FIELDS)
     return {"tables": tables, "records": records, "paths": [md, tex, out / f"table{table_no}.csv"]}
 

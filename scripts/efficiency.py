@@ -8,11 +8,11 @@
 - Figure 3: risk vs success with a binned Spearman ρ (trace ``risk``; otherwise 1 − confidence, labelled so);
 - Table 8: cross-model, CoT vs DenoiseFlow on GSM8K/MATH for every configured backbone.
 
-DenoiseFlow's per-run numbers come from ``denoiseflow.report`` (its ``table3``/``table9``/``table10``/``risk_bins``
+DenoiseFlow's per-run numbers come from ``agentic_repro.denoiseflow.report`` (its ``table3``/``table9``/``table10``/``risk_bins``
 and ``spearman`` over the trace fields ``route``, ``K``, ``r``, ``refinement``): this module only aggregates them per
 benchmark and backbone and writes Markdown/LaTeX/CSV and a PNG/PDF figure.
 
-    python -m scripts.efficiency [results_root=results] [experiment=table1]
+    python -m agentic_repro.scripts.efficiency [results_root=results] [experiment=table1]
 """
 from __future__ import annotations
 
@@ -21,10 +21,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import Agg, RunIndex
-from scripts.figstyle import empty_panel, plt, save
-from scripts.render import Table, fmt, fmt_pm, write_csv, write_tables
-from scripts.runs import CONFIGS, load_experiment, parse_args
+from agentic_repro.scripts.collect import Agg, RunIndex
+from agentic_repro.scripts.figstyle import empty_panel, plt, save
+from agentic_repro.scripts.render import Table, fmt, fmt_pm, write_csv, write_tables
+from agentic_repro.scripts.runs import CONFIGS, load_experiment, parse_args
 
 # Trace keys read from predictions.jsonl (DenoiseFlow writes these; other methods simply lack them).
 ROUTE_KEYS = ("route",)
@@ -33,9 +33,9 @@ RISK_KEYS = ("r",)
 
 
 def _df_report():
-    """denoiseflow.report if DenoiseFlow is installed, else None."""
+    """agentic_repro.denoiseflow.report if DenoiseFlow is installed, else None."""
     try:
-        from denoiseflow import report
+        from agentic_repro.denoiseflow import report
     except Exception:  # noqa: BLE001
         return None
     return report
@@ -257,7 +257,7 @@ def write_all(results_root: Path, exp_name: str = "table1") -> dict[str, Any]:
     tables.append(t8)
     recs += r8
     md, tex = write_tables(out / "efficiency", tables, "# Tables 3, 8, 9, 10: regenerated from results/ by "
-                                                       "`python -m scripts.efficiency`\n")
+                                                       "`python -m agentic_repro.scripts.efficiency`\n")
     write_csv(out / "efficiency.csv", recs, ["table", "backbone", "method", "role", "benchmark", "calls", "tokens",
                                              "cost_usd", "flops", "retry_pct", "score", "mean", "direct", "branch", "refine", "avg_k", "n",
                                              "entered_correcting", "recovered", "risk_source", "binned_spearman",

@@ -1,6 +1,6 @@
 """Estimate what a target costs on a priced backbone from the ledger of runs already measured on another one.
 
-    python -m scripts.estimate_cost [results_root=results] [measured=local] [target=gpt-4o-mini] [experiment=table1]
+    python -m agentic_repro.scripts.estimate_cost [results_root=results] [measured=local] [target=gpt-4o-mini] [experiment=table1]
 
 For every (benchmark, method) measured under results/<experiment>/<benchmark>/<method>/<measured>/, the mean
 prompt and completion tokens per problem (from metrics.json totals, i.e. calls.jsonl) are scaled to the
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import yaml
 
-from scripts.collect import RunIndex
-from scripts.render import Table, write_csv, write_tables
-from scripts.runs import CONFIGS, compose, load_experiment, parse_args
+from agentic_repro.scripts.collect import RunIndex
+from agentic_repro.scripts.render import Table, write_csv, write_tables
+from agentic_repro.scripts.runs import CONFIGS, compose, load_experiment, parse_args
 
 
 def split_size(benchmark: str) -> int:
-    from evaluators.base import build_benchmark
+    from agentic_repro.evaluators.base import build_benchmark
 
     cfg = compose([f"benchmark={benchmark}"])["benchmark"]
     problems, _ = build_benchmark(cfg).load()

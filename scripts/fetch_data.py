@@ -220,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             failures.append(f"{rel}: {exc}")
             print(f"ERR {rel}: {exc}", file=sys.stderr)
     # envs helper: the agent environments' files (ALFWorld games, WebShop products), see envs/data.py
-    from envs.data import fetch_alfworld, fetch_webshop
+    from agentic_repro.envs.data import fetch_alfworld, fetch_webshop
 
     try:
         print(fetch_alfworld(dest, shared))
@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ERR alfworld: {exc}", file=sys.stderr)
     for line in fetch_webshop(dest, shared):
         print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)  # missing WebShop files: not fatal
-    from envs.data import fetch_agent_prompts  # ReAct/Reflexion few-shot prompts for the agents
+    from agentic_repro.envs.data import fetch_agent_prompts  # ReAct/Reflexion few-shot prompts for the agents
 
     for line in fetch_agent_prompts(dest, shared):
         print(line, file=sys.stderr if line.startswith("ERR") else sys.stdout)

@@ -1,6 +1,6 @@
 """``make figures``: every table and figure, regenerated from ``results/`` alone (zero backbone calls).
 
-    python -m scripts.figures [results_root=results] [logger=wandb]
+    python -m agentic_repro.scripts.figures [results_root=results] [logger=wandb]
 
 Writes:
   results/table1/table1.{md,tex,csv}                 Table 1 (one table per backbone on disk)
@@ -13,11 +13,11 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from scripts.runs import compose, logger_override, parse_args
+from agentic_repro.scripts.runs import compose, logger_override, parse_args
 
 
 def regenerate(results_root: Path) -> list[Path]:
-    from scripts import ablation, efficiency, sensitivity, table1
+    from agentic_repro.scripts import ablation, efficiency, sensitivity, table1
 
     paths: list[Path] = []
     for mod in (table1, ablation, sensitivity):
@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     for p in paths:
         print(p)
     if opts["logger"] not in ("", "none"):
-        from harness.logging_wandb import WandbLogger
+        from agentic_repro.harness.logging_wandb import WandbLogger
 
         wb = WandbLogger.from_config(compose(logger_override(opts["logger"])), run_name="figures", job_type="report")
         if wb is not None:

@@ -4,7 +4,7 @@ Why: pip and a compiler either flood the terminal (pip's harmless warnings) or p
 build), and a newcomer cannot tell a build from a hang. Every install target runs its command through this::
 
     python3 scripts/install_step.py --step 3/6 --title "building llama-server (one time, ~5 min on 2 idle cores)" \\
-        --log .cache/install-logs/server.log -- .venv/bin/python -m harness.embedded.build
+        --log .cache/install-logs/server.log -- .venv/bin/python -m agentic_repro.harness.embedded.build
 
 - prints ``[3/6] building llama-server (...) …`` once, then every ``--every`` seconds (15) a heartbeat with the
   elapsed time and the newest progress line of the log (a compiler's ``[n/N]``, a download's percentage), if any;

@@ -1,6 +1,6 @@
 """Copy a few real runs into ``tests/fixtures/results`` (the reporting tests' fixture), trimmed to a few KB.
 
-    python -m scripts.make_fixture SRC_RESULTS_ROOT table1/gsm8k/cot/local/seed=42 table1/gsm8k/cot_sc/local/seed=42
+    python -m agentic_repro.scripts.make_fixture SRC_RESULTS_ROOT table1/gsm8k/cot/local/seed=42 table1/gsm8k/cot_sc/local/seed=42
 
 metrics.json, config.yaml, meta.json and calls.jsonl are copied verbatim. predictions.jsonl keeps every
 record and every scored field; only the bulky trace text is trimmed (``trace.messages`` dropped, long strings

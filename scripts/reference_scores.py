@@ -1,10 +1,10 @@
 """Reference scores: does this harness reproduce a backbone's published single-model numbers?
 
-    python -m scripts.reference_scores [backbone=local] [yes=true] [run=false] [<Hydra overrides>...]
+    python -m agentic_repro.scripts.reference_scores [backbone=local] [yes=true] [run=false] [<Hydra overrides>...]
     make reference-scores BACKBONE=local
 
 For the chosen backbone, each *reference cell* of configs/reference_scores.yaml (a benchmark under a named
-protocol: benchmark config x method config) is run through :mod:`harness.runner` like any run (cached,
+protocol: benchmark config x method config) is run through :mod:`agentic_repro.harness.runner` like any run (cached,
 resumable, ledgered, one folder per cell under ``results/<experiment>/``) and set beside the number its maker or
 a paper published: inside or outside our 95% interval, and the gap. Embedded backbones get the model maker's
 own protocol (Qwen2.5-Coder's EvalPlus prompt); a priced backbone gets IO and CoT on a seeded sample of each
@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 import yaml
 
-from scripts.collect import Agg, RunIndex, stop_fraction
-from scripts.render import Table, fmt, write_csv, write_tables
-from scripts.runs import CONFIGS, Planned, eprint, execute, parse_args, plan, run_cli
+from agentic_repro.scripts.collect import Agg, RunIndex, stop_fraction
+from agentic_repro.scripts.render import Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.runs import CONFIGS, Planned, eprint, execute, parse_args, plan, run_cli
 
 CONFIG = CONFIGS / "reference_scores.yaml"
 FIELDS = ["cell", "label", "benchmark", "method", "protocol", "status", "n", "selected", "errors", "score_pct",
@@ -169,7 +169,7 @@ def records(cells: list[Cell], root: Path, experiment: str, backbone_label: str,
 
 def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
     """Protocols, missing reasons and sources are numbered notes, so each row stays one line."""
-    from scripts.render import Footnotes
+    from agentic_repro.scripts.render import Footnotes
 
     foot = Footnotes()
     t = Table(f"Reference scores: {backbone} (our 95% interval vs the published number)",
@@ -198,7 +198,7 @@ def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
 
 def plot(backbone: str, recs: list[dict[str, Any]], base: Path) -> list[Path]:
     """One row per cell: our interval (bar) and point, the published number (cross)."""
-    from scripts.figstyle import plt, save
+    from agentic_repro.scripts.figstyle import plt, save
 
     pyplot = plt()
     rows = [r for r in recs if r["status"] == "ok" or r["published"] is not None]
@@ -248,12 +248,12 @@ def main(argv: list[str] | None = None) -> int:
     runnable = [c for c in cells if not c.missing]
     base = [f"results_root={root}", *overrides]
     items = plan([Planned(c.name, c.run_overrides(backbone, experiment, seed)) for c in runnable], base)
-    from scripts.collect import backbone_label
+    from agentic_repro.scripts.collect import backbone_label
 
     label = backbone_label(items[0].spec.backbone_cfg) if items and items[0].spec else backbone
     if str(opts["run"]).lower() not in ("false", "0", "no") and any(it.state in ("new", "partial") for it in items):
         if is_priced(bb_cfg):
-            from scripts.runs import require_backbone_key
+            from agentic_repro.scripts.runs import require_backbone_key
 
             require_backbone_key(backbone)
             usd, lines = cost_estimate(runnable, cfg, bb_cfg)

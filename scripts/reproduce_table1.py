@@ -1,11 +1,11 @@
 """``make reproduce-table1``: run every implemented Table 1 method on the six benchmarks, then write the table.
 
-    python -m scripts.reproduce_table1 backbone=local                 # embedded default, size `embedded` (< 1 h)
-    python -m scripts.reproduce_table1 backbone=local size=smoke      # ~10 min
-    python -m scripts.reproduce_table1 backbone=local size=large      # every cell, several hours
-    python -m scripts.reproduce_table1 backbone=gpt-4o-mini           # the paper's protocol (3 seeds, test splits)
-    python -m scripts.reproduce_table1 backbone=local methods=io,cot benchmarks=gsm8k,math limit=5 seeds=42,123
-    python -m scripts.reproduce_table1 backbone=local dry_run=true    # print the plan (and a time estimate) only
+    python -m agentic_repro.scripts.reproduce_table1 backbone=local                 # embedded default, size `embedded` (< 1 h)
+    python -m agentic_repro.scripts.reproduce_table1 backbone=local size=smoke      # ~10 min
+    python -m agentic_repro.scripts.reproduce_table1 backbone=local size=large      # every cell, several hours
+    python -m agentic_repro.scripts.reproduce_table1 backbone=gpt-4o-mini           # the paper's protocol (3 seeds, test splits)
+    python -m agentic_repro.scripts.reproduce_table1 backbone=local methods=io,cot benchmarks=gsm8k,math limit=5 seeds=42,123
+    python -m agentic_repro.scripts.reproduce_table1 backbone=local dry_run=true    # print the plan (and a time estimate) only
 
 Script options: backbone, size (alias: protocol; embedded|smoke|large|paper; default from the backbone), methods,
 benchmarks, seeds, limit, dry_run, logger (none|wandb). Any other ``key=value`` is a Hydra override for every run
@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from scripts.runs import (Planned, benchmark_overrides, compose, csv_list, eprint, execute, load_experiment,
+from agentic_repro.scripts.runs import (Planned, benchmark_overrides, compose, csv_list, eprint, execute, load_experiment,
                           logger_override, method_config, parse_args, plan, require_backbone_key)
 
 OPTIONS = {"backbone": "local", "protocol": None, "size": None, "methods": None, "benchmarks": None, "seeds": None,
@@ -123,7 +123,7 @@ def build_plan(exp: dict[str, Any], opts: dict[str, Any], user_overrides: list[s
 
 def run_check(it: Planned) -> dict[str, Any]:
     """Completeness and the stop-share of one planned run, read back from its folder."""
-    from scripts.collect import SeedRun, stop_fraction
+    from agentic_repro.scripts.collect import SeedRun, stop_fraction
 
     d = Path(it.spec.out_dir) if it.spec else None
     if d is None or not (d / "metrics.json").exists():
@@ -163,7 +163,7 @@ def estimate_s(items: list[Planned], results_root: Path, experiment: str,
     size): per answered problem, their measured backbone time (``totals.latency_s``: this machine, at its load
     then) and their token counts priced at ``rates`` (``timing`` in table1.yaml: idle per-token costs).
     Returns {"latency_s", "tokens_s", "estimated", "to_do"}."""
-    from scripts.collect import RunIndex
+    from agentic_repro.scripts.collect import RunIndex
 
     index = RunIndex.scan(results_root, experiment)
     rates = rates or {}
@@ -226,12 +226,12 @@ def main(argv: list[str] | None = None) -> int:
          "limit": opts.get("limit")}, indent=2), encoding="utf-8")
     wb = None
     if opts.get("logger") not in (None, "", "none"):
-        from harness.logging_wandb import WandbLogger
+        from agentic_repro.harness.logging_wandb import WandbLogger
 
         wb = WandbLogger.from_config(compose([*base, *user_overrides]),
                                      run_name=f"table1-{info['backbone']}", job_type="table1")
 
-    from scripts.table1 import write_all
+    from agentic_repro.scripts.table1 import write_all
 
     rt_path = out / f"runtime-{info['backbone']}.json"
     prev = {r["run"]: r for r in (json.loads(rt_path.read_text()) if rt_path.exists() else {}).get("runs", [])}
@@ -332,6 +332,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from scripts.runs import run_cli
+    from agentic_repro.scripts.runs import run_cli
 
     run_cli(main)

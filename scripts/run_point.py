@@ -1,8 +1,8 @@
-"""One sweep point: ``python -m harness.run`` plus "skip if already complete" and optional ``logger=wandb``.
+"""One sweep point: ``python -m agentic_repro.harness.run`` plus "skip if already complete" and optional ``logger=wandb``.
 
 Used by ``make sweeps`` as the Hydra multirun app, so any Hydra launcher can execute the points:
 
-    python -m scripts.run_point -m method=denoiseflow benchmark=gsm8k,mbpp method.params.k_max=3,5,7 \
+    python -m agentic_repro.scripts.run_point -m method=denoiseflow benchmark=gsm8k,mbpp method.params.k_max=3,5,7 \
         'method.name=denoiseflow-k_max_${method.params.k_max}' experiment=sens_k_max sample=30 \
         hydra/launcher=joblib            # or submitit_slurm / submitit_local / ray
 
@@ -28,8 +28,8 @@ from pathlib import Path
 import hydra
 from omegaconf import DictConfig
 
-from harness.results import write_json_atomic
-from harness.run import RunIncomplete, incomplete_message
+from agentic_repro.harness.results import write_json_atomic
+from agentic_repro.harness.run import RunIncomplete, incomplete_message
 
 
 _POOL = None
@@ -40,7 +40,7 @@ def _pool():
     llama.cpp server starts once (its servers stop at interpreter exit)."""
     global _POOL
     if _POOL is None:
-        from harness.embedded.server import ServerPool
+        from agentic_repro.harness.embedded.server import ServerPool
 
         _POOL = ServerPool()
     return _POOL
@@ -52,19 +52,19 @@ class PointFailed(Exception):
 
 def _state_locked(spec) -> str:
     """run_state under the folder's lock: never a folder another worker is writing (FolderBusy if held)."""
-    from harness.lock import FolderLock
-    from scripts.runs import run_state
+    from agentic_repro.harness.lock import FolderLock
+    from agentic_repro.scripts.runs import run_state
 
     with FolderLock(spec.out_dir, what="results folder (sweep point)"):
         return run_state(spec)
 
 
 def run_point(container: dict) -> dict:
-    from harness.lock import FolderBusy
-    from harness.runner import run_spec, spec_from_config
-    from harness.validate import validate_run_config
+    from agentic_repro.harness.lock import FolderBusy
+    from agentic_repro.harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.validate import validate_run_config
 
-    validate_run_config(container)  # the checks of python -m harness.run
+    validate_run_config(container)  # the checks of python -m agentic_repro.harness.run
     spec = spec_from_config(container)
     try:
         state = _state_locked(spec)
@@ -91,7 +91,7 @@ def run_point(container: dict) -> dict:
              "backbone_calls": 0 if skipped else metrics["this_invocation"]["backbone_calls"],
              **({"error": f"RunIncomplete: {incomplete}"} if incomplete else {})})
     _log_wandb(container, spec, metrics)
-    if incomplete:  # errored or missing problems: this point failed, exactly as in python -m harness.run
+    if incomplete:  # errored or missing problems: this point failed, exactly as in python -m agentic_repro.harness.run
         raise RunIncomplete(incomplete)
     return metrics
 
@@ -123,7 +123,7 @@ def _report(line: dict) -> None:
 
 
 def _log_wandb(container: dict, spec, metrics: dict) -> None:
-    from harness.logging_wandb import WandbLogger
+    from agentic_repro.harness.logging_wandb import WandbLogger
 
     wb = WandbLogger.from_config(container, run_name=f"{spec.experiment}/{spec.benchmark_cfg['name']}/"
                                                      f"{spec.method_cfg['name']}/seed={spec.seed}", job_type="run")
@@ -136,7 +136,7 @@ def _log_wandb(container: dict, spec, metrics: dict) -> None:
 
 @hydra.main(config_path="../configs", config_name="config", version_base="1.3")
 def main(cfg: DictConfig) -> float:
-    from harness.run import EXIT_INTERRUPTED, guarded
+    from agentic_repro.harness.run import EXIT_INTERRUPTED, guarded
 
     if _job_dir() is None:
         return guarded(run_point, cfg)

@@ -2,7 +2,7 @@
 
 A run is "finished" when its ``metrics.json`` says ``complete`` and its predictions cover every selected
 problem: such a run is not even opened (no backbone, no server). Anything else goes through
-:func:`harness.runner.run_spec`, which itself resumes problem by problem.
+:func:`agentic_repro.harness.runner.run_spec`, which itself resumes problem by problem.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import yaml
 
-from harness.compose import compose
+from agentic_repro.harness.compose import compose
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -118,8 +118,8 @@ def _same_run_config(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def run_state(spec) -> str:
     """'done' (nothing to do), 'partial' (resume) or 'new'. Raises if the folder holds another configuration."""
-    from evaluators.base import build_benchmark
-    from harness.results import RunPaths, latest_by_id, read_jsonl_tolerant
+    from agentic_repro.evaluators.base import build_benchmark
+    from agentic_repro.harness.results import RunPaths, latest_by_id, read_jsonl_tolerant
 
     paths = RunPaths(spec.out_dir)
     if paths.config.exists():
@@ -153,7 +153,7 @@ class Planned:
 
 
 def plan(items: list[Planned], base_overrides: list[str]) -> list[Planned]:
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
 
     for it in items:
         try:
@@ -168,7 +168,7 @@ def execute(items: list[Planned], *, log: Callable[[str], None] = print,
             on_done: Callable[[Planned], None] | None = None, keep_going: bool = True) -> list[Planned]:
     """Run every planned item that is not done, one after another, in this process, sharing one server pool
     (the embedded llama.cpp server starts once for all runs and stops at the end)."""
-    from harness.embedded.server import ServerPool
+    from agentic_repro.harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         return _execute(items, pool, log, on_done, keep_going)
@@ -176,7 +176,7 @@ def execute(items: list[Planned], *, log: Callable[[str], None] = print,
 
 def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
              on_done: Callable[[Planned], None] | None, keep_going: bool) -> list[Planned]:
-    from harness.runner import run_spec
+    from agentic_repro.harness.runner import run_spec
 
     todo = [it for it in items if it.state in ("new", "partial")]
     log(f"{len(items)} runs: {sum(it.state == 'done' for it in items)} already complete (skipped), "
@@ -225,7 +225,7 @@ def _ensure_artifact(it: Planned, pool: Any, log: Callable[[str], None]) -> None
     stale, in_place = _stale_artifact(it, path) if path.exists() else ("", False)
     if path.exists() and not stale:
         return
-    from baselines.autoflow.search import run_search, search_dir
+    from agentic_repro.baselines.autoflow.search import run_search, search_dir
 
     found = re.search(r"seed=(\d+)", str(path))
     seed = int(found.group(1)) if found else it.spec.seed
@@ -253,7 +253,7 @@ def _stale_artifact(it: Planned, path: Path) -> tuple[str, bool]:
     version searched at this setting is rewritten by its own search, resumed in place (no call is repeated).
     Returns (differences, in place); ("", False) when it matches."""
 
-    from baselines.autoflow.artifact import ARTIFACT_VERSION, search_config_diff
+    from agentic_repro.baselines.autoflow.artifact import ARTIFACT_VERSION, search_config_diff
 
     search = it.spec.method_cfg["search"]
     try:
@@ -296,7 +296,7 @@ def eprint(*a: Any) -> None:
 
 def run_cli(main: Callable[[], int]) -> None:
     """Entry point of a reporting script: SIGINT/SIGTERM stop it cleanly (finished problems stay on disk)."""
-    from harness.run import install_signal_handlers
+    from agentic_repro.harness.run import install_signal_handlers
 
     install_signal_handlers()
     try:

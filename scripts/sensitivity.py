@@ -1,6 +1,6 @@
 """Tables 11-14 and Figure 2 (DenoiseFlow §4.4 sensitivity) from ``results/sens_<param>/`` alone.
 
-    python -m scripts.sensitivity [results_root=results] [backbone=...]
+    python -m agentic_repro.scripts.sensitivity [results_root=results] [backbone=...]
 
 Writes results/sensitivity/table{11,12,13,14}.{md,tex,csv} and results/sensitivity/figure2.{png,pdf}.
 """
@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import RunIndex, backbones_on_disk, cost_per_problem
-from scripts.figstyle import empty_panel, plt, save
-from scripts.render import Cell, Table, fmt, fmt_pm, write_csv, write_tables
-from scripts.runs import load_experiment, parse_args
+from agentic_repro.scripts.collect import RunIndex, backbones_on_disk, cost_per_problem
+from agentic_repro.scripts.figstyle import empty_panel, plt, save
+from agentic_repro.scripts.render import Cell, Table, fmt, fmt_pm, write_csv, write_tables
+from agentic_repro.scripts.runs import load_experiment, parse_args
 
 CSV_FIELDS = ["backbone", "param", "value", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",
               "n_seeds", "n_problems", "answered", "selected", "n_errors", "cost_per_problem", "cost_unit", "sources"]

@@ -1,10 +1,10 @@
 """``make sweeps``: the §4.4 sensitivity sweeps as Hydra multiruns, on any Hydra launcher.
 
-    python -m scripts.sweep backbone=gpt-4o-mini launcher=joblib           # local processes in parallel
-    python -m scripts.sweep backbone=gpt-4o-mini launcher=submitit_slurm \
+    python -m agentic_repro.scripts.sweep backbone=gpt-4o-mini launcher=joblib           # local processes in parallel
+    python -m agentic_repro.scripts.sweep backbone=gpt-4o-mini launcher=submitit_slurm \
         hydra.launcher.partition=gpu hydra.launcher.timeout_min=240         # one SLURM job per point
-    python -m scripts.sweep launcher=ray hydra.launcher.ray.init.address=auto   # an existing Ray cluster
-    python -m scripts.sweep params=k_max dry_run=true                       # print the commands only
+    python -m agentic_repro.scripts.sweep launcher=ray hydra.launcher.ray.init.address=auto   # an existing Ray cluster
+    python -m agentic_repro.scripts.sweep params=k_max dry_run=true                       # print the commands only
 
 Options: backbone, params (comma list of scripts/experiments/sensitivity.yaml params; default all), launcher
 (basic|joblib|submitit_local|submitit_slurm|ray; default basic = sequential in one process, which reuses the
@@ -13,7 +13,7 @@ passed to Hydra unchanged (e.g. ``hydra.launcher.partition=...``).
 
 Completed points are skipped (scripts.run_point checks metrics.json), so a sweep can be re-run to resume; each
 job's ``point.json`` (under the sweep folder, ``hydra.sweep.dir``) says what it did; on a cluster see
-docs/cluster.md. At the end the tables and Figure 2 are written (``scripts.sensitivity``, from results/ only) and
+docs/cluster.md. At the end the tables and Figure 2 are written (``agentic_repro.scripts.sensitivity``, from results/ only) and
 the command exits non-zero when a point failed or is incomplete (errors are shown as such, never averaged),
 naming the runs.
 """
@@ -24,7 +24,7 @@ import subprocess
 import sys
 from typing import Any
 
-from scripts.runs import REPO, benchmark_overrides, csv_list, load_experiment, logger_override, parse_args
+from agentic_repro.scripts.runs import REPO, benchmark_overrides, csv_list, load_experiment, logger_override, parse_args
 
 OPTIONS = {"backbone": "local", "params": None, "launcher": "basic", "n_jobs": None, "sample": None, "seeds": None,
            "benchmarks": None, "logger": "none", "dry_run": "false", "protocol": None}
@@ -58,7 +58,7 @@ def commands(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> lis
         spec = exp["params"][p]
         values = ",".join(str(v) for v in spec["values"])
         for group in groups:
-            cmds.append([sys.executable, "-m", "scripts.run_point", "-m",
+            cmds.append([sys.executable, "-m", "agentic_repro.scripts.run_point", "-m",
                          f"experiment={exp['experiment_prefix']}_{p}", f"method={exp['method']}",
                          f"method.name={exp['method']}-{p}_${{{spec['key']}}}",
                          f"{spec['key']}={values}", f"benchmark={','.join(group)}", f"backbone={backbone}",
@@ -71,7 +71,7 @@ def commands(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> lis
 def main(argv: list[str] | None = None) -> int:
     opts, extra = parse_args(list(sys.argv[1:] if argv is None else argv), OPTIONS)
     exp = load_experiment("sensitivity")
-    from scripts.runs import method_config
+    from agentic_repro.scripts.runs import method_config
 
     dry = str(opts["dry_run"]).lower() in ("1", "true", "yes")
     if method_config(exp["method"]) is None and not dry:
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from pathlib import Path
 
-    from scripts import sensitivity
+    from agentic_repro.scripts import sensitivity
 
     root = next((a.split("=", 1)[1] for a in extra if a.startswith("results_root=")), None)
     res = sensitivity.write_all(Path(root) if root else Path(_results_root()), exp, backbone=opts["backbone"])
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _results_root() -> str:
-    from scripts.runs import compose
+    from agentic_repro.scripts.runs import compose
 
     return str(compose([]).get("results_root", "results"))
 

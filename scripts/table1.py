@@ -1,12 +1,12 @@
 """Table 1 from ``results/`` alone: methods (paper order) x benchmarks, each cell the mean score with its 95%
 interval and n.
 
-``python -m scripts.table1 [results_root=results] [backbones=local,gpt-4o-mini]`` writes
+``python -m agentic_repro.scripts.table1 [results_root=results] [backbones=local,gpt-4o-mini]`` writes
 ``results/table1/table1.{md,tex,csv}`` with one table per backbone found on disk; zero backbone calls.
 
-A cell is the mean over seeds of ``score_pct`` with a 95% interval over problems (:mod:`scripts.stats`: Wilson
+A cell is the mean over seeds of ``score_pct`` with a 95% interval over problems (:mod:`agentic_repro.scripts.stats`: Wilson
 for accuracy/pass@1, Student t for F1). A cell whose runs have errors or unanswered problems shows
-``incomplete answered/selected, k errors`` and is never averaged (:mod:`scripts.collect`). A row whose method
+``incomplete answered/selected, k errors`` and is never averaged (:mod:`agentic_repro.scripts.collect`). A row whose method
 deviates from its paper carries numbered footnotes: the ``deviations`` recorded in its runs' ``config.yaml``
 (fallback ``configs/method/<name>.yaml``), the row's ``deviations`` in ``scripts/experiments/table1.yaml`` and the
 reduced settings of the size protocol it ran under.
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from scripts.collect import Agg, RunIndex, stop_fraction
-from scripts.protocol import compare, judge_of, models, sampling, split_of, temperatures
-from scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
-from scripts.stats import paired_test
-from scripts.runs import csv_list, load_experiment, method_config, method_folder, parse_args
+from agentic_repro.scripts.collect import Agg, RunIndex, stop_fraction
+from agentic_repro.scripts.protocol import compare, judge_of, models, sampling, split_of, temperatures
+from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
+from agentic_repro.scripts.stats import paired_test
+from agentic_repro.scripts.runs import csv_list, load_experiment, method_config, method_folder, parse_args
 
 CSV_FIELDS = ["backbone", "row", "method", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",
               "n_seeds", "seeds", "n_problems", "answered", "selected", "n_errors", "complete", "stop_pct", "paper",
@@ -82,7 +82,7 @@ def searched_notes(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
     """A searched row's setting footnotes, from the artifacts its runs used (``trace.artifact.path`` of their
     predictions), compared with the method's configured search; never from the size protocol, which may not be
     the setting an artifact was searched at."""
-    from baselines.autoflow.artifact import ArtifactError, load_artifact, protocol_notes
+    from agentic_repro.baselines.autoflow.artifact import ArtifactError, load_artifact, protocol_notes
 
     configured = (method_config(row["method"]) or {}).get("search")
     notes: list[str] = []
@@ -121,7 +121,7 @@ def significance_marks(column: list[Agg | None], alpha: float) -> dict[int, str]
     """Row index -> "bold" | "underline" in one benchmark column of complete cells.
 
     The highest mean is bold only if it beats every other complete cell by a paired test over their shared
-    problems (:func:`scripts.stats.paired_test`: exact McNemar on 0/1 scores, Wilcoxon signed-rank on F1) at
+    problems (:func:`agentic_repro.scripts.stats.paired_test`: exact McNemar on 0/1 scores, Wilcoxon signed-rank on F1) at
     ``alpha``; the second highest is underlined only if the best is bold and it too beats every cell below it.
     Ties on the mean, or a column with one complete cell, mark nothing."""
     cells = [(i, a) for i, a in enumerate(column) if a is not None and a.mean is not None]
@@ -560,7 +560,7 @@ def write_all(results_root: Path, backbones: list[str] | None = None, out_dir: P
     if not tables:
         t, recs = build(root, "local", exp, index=index)
         tables, records = [t], recs
-    header = ("# Table 1 (DenoiseFlow, arXiv 2603.00532): regenerated from results/ by `python -m scripts.table1`\n\n"
+    header = ("# Table 1 (DenoiseFlow, arXiv 2603.00532): regenerated from results/ by `python -m agentic_repro.scripts.table1`\n\n"
               "Every number below is the mean of `score_pct` over the `metrics.json` files listed in "
               "`table1.csv` (column `sources`); the interval is computed from their `predictions.jsonl`.\n")
     md, tex = write_tables(out / "table1", tables, header)

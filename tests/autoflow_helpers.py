@@ -36,9 +36,9 @@ def write_tiny_splits(root: Path, n_validate: int = 4, n_test: int = 3) -> None:
 
 
 def aflow_spec(tmp_path: Path, **params: Any):
-    method = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    method = {"name": "aflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
               "params": {"artifact": "unused"}, "roles": ["executor"],
-              "search": {"optimiser": "baselines.autoflow.aflow:AFlow", "split": "validate",
+              "search": {"optimiser": "agentic_repro.baselines.autoflow.aflow:AFlow", "split": "validate",
                          "params": {"rounds": 2, "validate_runs": 2, "check_convergence": False,
                                     "limits": {"idle_timeout_s": 10}, **params}}}
     spec = make_spec(tmp_path, method)
@@ -140,8 +140,8 @@ def tiny_search_on_embedded(tmp_path: Path, overrides: list[str]):
     """An end-to-end test's tiny search through the session's embedded server: (spec, artifact document)."""
     import asyncio
 
-    from baselines.autoflow.search import run_search
-    from harness.runner import spec_from_config
+    from agentic_repro.baselines.autoflow.search import run_search
+    from agentic_repro.harness.runner import spec_from_config
     from tests import conftest
     from tests.conftest import compose
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from evaluators.base import Benchmark
-from harness.compose import compose  # the tests import it from here
-from harness.runner import RunSpec, Runner
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.harness.compose import compose  # the tests import it from here
+from agentic_repro.harness.runner import RunSpec, Runner
+from agentic_repro.harness.types import Problem, Score
 
 
 class EchoBenchmark(Benchmark):
@@ -83,7 +83,7 @@ _SERVERS: list[Any] = []  # the test session's embedded-server pool (see the fix
 @pytest.fixture(scope="session", autouse=True)
 def embedded_servers():
     """One pool for the whole test session: the embedded model server starts once and stops at the end."""
-    from harness.embedded.server import ServerPool
+    from agentic_repro.harness.embedded.server import ServerPool
 
     with ServerPool() as pool:
         _SERVERS.append(pool)
@@ -96,7 +96,7 @@ def run_e2e(tmp_path: Path, overrides: list[str]) -> tuple[RunSpec, dict[str, An
 
     The embedded server is started once per test session and reused by every run.
     """
-    from harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.runner import run_spec, spec_from_config
 
     cfg = compose([*overrides, f"results_root={tmp_path / 'results'}",
                    f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false"])
@@ -106,7 +106,7 @@ def run_e2e(tmp_path: Path, overrides: list[str]) -> tuple[RunSpec, dict[str, An
 
 def check_run_files(spec: RunSpec, metrics: dict[str, Any], n: int) -> list[dict[str, Any]]:
     """Every result file exists and the numbers in them agree with each other."""
-    from harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.results import read_jsonl_tolerant
 
     out = spec.out_dir
     for name in ("predictions.jsonl", "calls.jsonl", "metrics.json", "config.yaml", "meta.json"):

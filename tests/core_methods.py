@@ -1,8 +1,8 @@
 """Small methods that exercise the core's roles, tools, environments and problem view (no paper)."""
 from __future__ import annotations
 
-from harness.env import EnvironmentFailure, EpisodeOver
-from harness.types import Solution
+from agentic_repro.harness.env import EnvironmentFailure, EpisodeOver
+from agentic_repro.harness.types import Solution
 
 
 async def env_walker(problem, ctx, *, action_override: str | None = None, override_on: str | None = None,

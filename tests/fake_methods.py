@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 
 
 async def ask_once(problem, ctx, *, stage: str = "answer") -> Solution:

@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evaluators.base import Benchmark
-from harness.env import StepResult
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.harness.env import StepResult
+from agentic_repro.harness.types import Problem, Score
 
 ACTIONS = ["inc", "dec", "stop"]
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import AdapterSpec, adapter_identity, gather_by_adapter, parse_adapters, path_sha256
+from agentic_repro.harness.adapters import AdapterSpec, adapter_identity, gather_by_adapter, parse_adapters, path_sha256
 from tests.adapter_files import write_gguf_lora, write_peft_dir
-from harness.backbone import BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy
-from harness.ledger import Price
+from agentic_repro.harness.backbone import BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy
+from agentic_repro.harness.ledger import Price
 
 
 class Stub(BaseHTTPRequestHandler):
@@ -84,7 +84,7 @@ def stub(tmp_path: Path):
 
 def llama_backbone(url: str, files: list[Path], scale: float = 0.5) -> LlamaServerBackbone:
     specs = {"planner": AdapterSpec("planner", str(files[0]), scale), "expert": AdapterSpec("expert", str(files[1]))}
-    from harness.backbones import _match_lora_ids
+    from agentic_repro.harness.backbones import _match_lora_ids
 
     ids = _match_lora_ids(url, specs, "local")
     return LlamaServerBackbone(name="local", model="base", base_url=f"{url}/v1", server_url=url, api_key="x",
@@ -123,7 +123,7 @@ def test_unknown_adapter_is_an_error_before_any_request(stub):
 
 
 def test_adapter_not_loaded_by_the_server_is_refused(stub, tmp_path):
-    from harness.backbones import _match_lora_ids
+    from agentic_repro.harness.backbones import _match_lora_ids
 
     url, _ = stub
     other = tmp_path / "other.gguf"
@@ -135,7 +135,7 @@ def test_adapter_not_loaded_by_the_server_is_refused(stub, tmp_path):
 
 def test_server_start_zeroes_every_default_scale(stub):
     """POST /lora-adapters sets the server-wide default: at start every adapter goes to 0, and it is checked."""
-    from harness.embedded.server import zero_lora_defaults
+    from agentic_repro.harness.embedded.server import zero_lora_defaults
 
     url, files = stub
     after = zero_lora_defaults(url, [str(f) for f in files])
@@ -160,7 +160,7 @@ def test_vllm_adapter_is_the_requests_model(stub, tmp_path):
     """vLLM (`--enable-lora --lora-modules planner=/path`) selects the adapter by the request's model."""
     url, _ = stub
     peft_dir = write_peft_dir(tmp_path / "planner", base="Qwen/Qwen2.5-7B-Instruct")
-    from harness.backbones import build_backbone
+    from agentic_repro.harness.backbones import build_backbone
 
     cfg = {"name": "vllm", "kind": "openai", "model": "Qwen/Qwen2.5-7B-Instruct", "base_url": f"{url}/v1",
            "api_key_env": None, "price": 0, "adapters": {"planner": {"path": str(peft_dir)}},
@@ -252,10 +252,10 @@ def test_an_empty_or_corrupt_peft_adapter_is_refused_naming_the_folder(tmp_path,
 
 
 def test_adapters_need_llama_server(tmp_path, monkeypatch):
-    from harness import backbones
+    from agentic_repro.harness import backbones
 
     f = write_gguf_lora(tmp_path / "x.gguf")
-    monkeypatch.setattr("harness.embedded.gguf.resolve_gguf", lambda spec: f)
+    monkeypatch.setattr("agentic_repro.harness.embedded.gguf.resolve_gguf", lambda spec: f)
     cfg = {"name": "local", "kind": "embedded", "model": "m", "price": 0, "gguf": {"path": str(f)},
            "server": {"impl": "python"}, "adapters": {"x": {"path": str(f)}}}
     with pytest.raises(BackboneError, match="impl=llama-server"):
@@ -285,8 +285,8 @@ def test_gather_by_adapter_runs_one_adapter_at_a_time_in_input_order():
 def test_through_the_llm_client_adapter_reaches_server_ledger_and_cache(stub, tmp_path):
     """ctx.generate(adapter=...) -> LLMClient -> the backbone: the lora field reaches the server, the ledger line
     carries the adapter and its sha256, and an adapter's answer is never replayed for the base (or vice versa)."""
-    from harness.cache import ResponseCache
-    from harness.llm import LLMClient
+    from agentic_repro.harness.cache import ResponseCache
+    from agentic_repro.harness.llm import LLMClient
 
     url, files = stub
     bb = llama_backbone(url, files)
@@ -314,8 +314,8 @@ def test_through_the_llm_client_adapter_reaches_server_ledger_and_cache(stub, tm
 
 def test_a_changed_adapter_scale_is_not_served_from_the_cache(stub, tmp_path):
     """The LoRA scale changes the output: an answer cached at scale 1.0 must not replay at 0.5."""
-    from harness.cache import ResponseCache
-    from harness.llm import LLMClient
+    from agentic_repro.harness.cache import ResponseCache
+    from agentic_repro.harness.llm import LLMClient
 
     url, files = stub
     cache = ResponseCache(tmp_path / "c.sqlite", mode="read-write")

@@ -1,6 +1,6 @@
 """Two real GGUF LoRA adapters loaded by the real llama-server and chosen per request (slow).
 
-The base is the train helper's tiny random Qwen2 with the real vocabulary (``training.fixtures``, ~45 MB, hundreds
+The base is the train helper's tiny random Qwen2 with the real vocabulary (``agentic_repro.training.fixtures``, ~45 MB, hundreds
 of tokens/s), the adapters random LoRAs on it. Checks the measured hazards end to end: the adapters change the
 generation, a base call through a server with adapters loaded equals a server started without any, and an unknown
 adapter never reaches the server.
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.backbone import BackboneError
-from harness.backbones import build_backbone
-from harness.embedded.server import ServerPool, lora_adapters
+from agentic_repro.harness.backbone import BackboneError
+from agentic_repro.harness.backbones import build_backbone
+from agentic_repro.harness.embedded.server import ServerPool, lora_adapters
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,7 @@ GREEDY = {"temperature": 0.0, "max_tokens": 24, "seed": 1}
 
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory: pytest.TempPathFactory):
-    from training.fixtures import lora_gguf, tiny_base_gguf
+    from agentic_repro.training.fixtures import lora_gguf, tiny_base_gguf
 
     base = tiny_base_gguf()
     out = tmp_path_factory.mktemp("adapters")

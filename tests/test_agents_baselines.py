@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.scripted_env import counter_bench_cfg, counter_data
@@ -60,11 +60,11 @@ def _steps(spec):
 
 
 def test_react_one_call_per_step_and_separate_confidence(tmp_path, counter):
-    spec = _spec(tmp_path, counter, [2], "baselines.react:react", elicit_confidence="none")
+    spec = _spec(tmp_path, counter, [2], "agentic_repro.baselines.react:react", elicit_confidence="none")
     assert run(spec, ScriptedBackbone(walker))["score"] == 1.0
     assert _stages(spec) == {"act": 3}
     assert _preds(spec)[0]["trace"]["episodes"][0]["confidences"] == [None] * 3  # no native confidence
-    spec = _spec(tmp_path / "sep", counter, [2], "baselines.react:react", elicit_confidence="separate")
+    spec = _spec(tmp_path / "sep", counter, [2], "agentic_repro.baselines.react:react", elicit_confidence="separate")
     assert run(spec, ScriptedBackbone(walker))["score"] == 1.0
     assert _stages(spec) == {"act": 3, "confidence": 3}
     steps = _steps(spec)
@@ -78,7 +78,7 @@ def test_react_inline_elicitation_puts_the_instruction_in_the_act_prompt(tmp_pat
     def script(messages, sampling):
         seen.append(messages[-1]["content"])
         return walker(messages, sampling) + "<confidence>0.6</confidence>"
-    spec = _spec(tmp_path, counter, [1], "baselines.react:react", elicit_confidence="inline", memory_confidence=True)
+    spec = _spec(tmp_path, counter, [1], "agentic_repro.baselines.react:react", elicit_confidence="inline", memory_confidence=True)
     run(spec, ScriptedBackbone(script))
     assert _stages(spec) == {"act": 2} and all("<confidence>...</confidence> tags" in p for p in seen)
     assert "<confidence>0.6</confidence>" in seen[1].split("You are now at step")[0]  # UAM memory format
@@ -97,7 +97,7 @@ def test_reflexion_reflects_after_a_failed_trial_and_remembers(tmp_path, counter
         if "Your memory for the task below" not in text:
             return "<action>stop</action>"  # the first trial stops short
         return walker(messages, sampling)
-    spec = _spec(tmp_path, counter, [2], "baselines.reflexion:reflexion", trials=4, stop_on_repeat=False,
+    spec = _spec(tmp_path, counter, [2], "agentic_repro.baselines.reflexion:reflexion", trials=4, stop_on_repeat=False,
                  elicit_confidence="none")
     assert run(spec, ScriptedBackbone(script))["score"] == 1.0
     p = _preds(spec)[0]
@@ -116,7 +116,7 @@ def test_reflexion_memory_keeps_the_last_three_and_trials_are_capped(tmp_path, c
         if "New plan:" in messages[-1]["content"]:
             return f"plan-{sum('New plan:' in x for x in prompts)}"
         return "<action>stop</action>"
-    spec = _spec(tmp_path, counter, [2], "baselines.reflexion:reflexion", trials=5, elicit_confidence="none")
+    spec = _spec(tmp_path, counter, [2], "agentic_repro.baselines.reflexion:reflexion", trials=5, elicit_confidence="none")
     assert run(spec, ScriptedBackbone(script))["score"] == 0.0
     p = _preds(spec)[0]
     assert len(p["episodes"]) == 5 and _stages(spec) == {"act": 5, "reflect": 4}
@@ -127,7 +127,7 @@ def test_reflexion_memory_keeps_the_last_three_and_trials_are_capped(tmp_path, c
 
 
 def test_reflexion_ends_a_trial_that_repeats_its_action(tmp_path, counter):
-    spec = _spec(tmp_path, counter, [5], "baselines.reflexion:reflexion", trials=2, elicit_confidence="none")
+    spec = _spec(tmp_path, counter, [5], "agentic_repro.baselines.reflexion:reflexion", trials=2, elicit_confidence="none")
     run(spec, ScriptedBackbone(lambda m, s: "plan" if "New plan:" in m[-1]["content"] else "<action>dec</action>"))
     eps = _preds(spec)[0]["episodes"]
     assert [e["steps"] for e in eps] == [2, 2] and not any(e["done"] for e in eps)
@@ -141,7 +141,7 @@ def test_self_reflection_validates_every_step(tmp_path, counter, verdict, calls)
             assert "Proposed action for this step:" in text and "<action>" not in text.split("Proposed")[1][:5]
             return f"looks fine\n{verdict}"
         return walker(messages, sampling)
-    spec = _spec(tmp_path, counter, [1], "baselines.agent_self_reflection:agent_self_reflection",
+    spec = _spec(tmp_path, counter, [1], "agentic_repro.baselines.agent_self_reflection:agent_self_reflection",
                  elicit_confidence="none")
     assert run(spec, ScriptedBackbone(script))["score"] == 1.0
     expect = {"act": 2, "validate": 2} if calls == 2 else {"act": 2, "validate": 2, "revise": 2}
@@ -158,7 +158,7 @@ def test_cot_sc_votes_over_normalised_actions(tmp_path, counter):
         if k >= goal:
             return "<action>stop</action>"
         return ["<action>INC.</action>", "<action>dec</action>", "<action>inc</action>"][sampling["choice"]]
-    spec = _spec(tmp_path, counter, [2], "baselines.agent_cot_sc:agent_cot_sc", n=3)
+    spec = _spec(tmp_path, counter, [2], "agentic_repro.baselines.agent_cot_sc:agent_cot_sc", n=3)
     assert run(spec, ScriptedBackbone(script, supports_n=True))["score"] == 1.0
     assert _stages(spec) == {"sample": 9}
     steps = _steps(spec)
@@ -173,7 +173,7 @@ def test_cot_sc_inadmissible_samples_do_not_vote(tmp_path, counter):
         if k >= goal:
             return "<action>stop</action>"
         return ["<action>fly</action>", "garbage", "<action>inc</action>"][sampling["choice"]]
-    spec = _spec(tmp_path, counter, [1], "baselines.agent_cot_sc:agent_cot_sc", n=3, elicit_confidence="inline")
+    spec = _spec(tmp_path, counter, [1], "agentic_repro.baselines.agent_cot_sc:agent_cot_sc", n=3, elicit_confidence="inline")
     run(spec, ScriptedBackbone(script, supports_n=True))
     steps = _steps(spec)
     assert steps[0]["action"] == "inc" and steps[0]["extra"]["valid"]
@@ -182,7 +182,7 @@ def test_cot_sc_inadmissible_samples_do_not_vote(tmp_path, counter):
 
 @pytest.mark.parametrize("method", ["react", "reflexion", "agent_self_reflection", "agent_cot_sc"])
 def test_method_configs_compose_with_label_and_deviations(method):
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
     from tests.conftest import compose
 
     spec = spec_from_config(compose(["benchmark=alfworld", f"method={method}", "backbone=local"]))
@@ -192,7 +192,7 @@ def test_method_configs_compose_with_label_and_deviations(method):
 
 
 def test_bad_options_are_refused():
-    from agents.policy import ReactPolicy
+    from agentic_repro.agents.policy import ReactPolicy
 
     with pytest.raises(ValueError, match="prompt style"):
         ReactPolicy(style="fancy")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -35,7 +35,7 @@ def _spec(tmp_path, bench_cfg, method="react", **params):
 
 
 def _walkthrough(problem_id):
-    from evaluators.data import data_dir
+    from agentic_repro.evaluators.data import data_dir
 
     return json.loads((data_dir() / "alfworld/json_2.1.1" / problem_id / "game.tw-pddl").read_text())["walkthrough"]
 
@@ -48,7 +48,7 @@ def _alfworld():
 
 
 def _game():
-    from envs.alfworld import ALFWorld
+    from agentic_repro.envs.alfworld import ALFWorld
 
     return ALFWorld(_bench("alfworld", limit=1)).load()[0][0]
 
@@ -104,7 +104,7 @@ def _webshop():
 
 
 def test_react_buys_on_the_webshop_fixture(tmp_path):
-    from envs.webshop.benchmark import WebShop
+    from agentic_repro.envs.webshop.benchmark import WebShop
 
     problems = WebShop(_webshop()).load()[0]
     plans = {}
@@ -147,8 +147,8 @@ def test_react_with_the_embedded_model_in_a_real_alfworld_game(tmp_path):
 
 
 def test_webshop_transcript_prompt_and_a_missing_prompt_file(tmp_path, monkeypatch):
-    from agents.loop import AgentState, Turn
-    from agents.prompts import PromptFileMissing, react_examples, react_messages
+    from agentic_repro.agents.loop import AgentState, Turn
+    from agentic_repro.agents.prompts import PromptFileMissing, react_examples, react_messages
 
     first = "WebShop \nInstruction:  \ni want red shoes \n[Search]  "
     st = AgentState(task="i want red shoes", observation="OK.", actions=None, first_observation=first,

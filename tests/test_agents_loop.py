@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from agents.confidence import elicit, parse_confidence, tag_text
-from agents.loop import UNPARSABLE, AgentState, Decision, Turn, run_episode
-from agents.profiles import ALFWorldProfile, Profile, WebShopProfile
-from harness.results import read_jsonl_tolerant
-from harness.types import Solution
+from agentic_repro.agents.confidence import elicit, parse_confidence, tag_text
+from agentic_repro.agents.loop import UNPARSABLE, AgentState, Decision, Turn, run_episode
+from agentic_repro.agents.profiles import ALFWorldProfile, Profile, WebShopProfile
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.types import Solution
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.scripted_env import counter_bench_cfg, counter_data, walker_script

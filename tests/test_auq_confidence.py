@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agents.confidence import ELICITATION, elicit, parse_confidence
-from auq.metrics import trajectory_of
+from agentic_repro.agents.confidence import ELICITATION, elicit, parse_confidence
+from agentic_repro.auq.metrics import trajectory_of
 from tests.conftest import run
 from tests.doubles import ScriptedBackbone
 from tests.test_auq_method import REFLECT, _right, _spec, _steps, _pred, counter, reply  # noqa: F401

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from auq.research import parse_plan, plan_key
-from harness.llm import request_seed
-from harness.results import read_jsonl_tolerant
+from agentic_repro.auq.research import parse_plan, plan_key
+from agentic_repro.harness.llm import request_seed
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 

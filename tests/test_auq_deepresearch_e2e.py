@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import _SERVERS, check_run_files, compose
 from tests.doubles import ScriptedBackbone
 from tests.test_auq_deepresearch import JUDGE_BB, data_dir
@@ -21,8 +21,8 @@ from tests.test_auq_deepresearch import JUDGE_BB, data_dir
 @pytest.mark.slow
 def test_auq_research_loop_on_one_task_through_the_embedded_model(tmp_path, monkeypatch):
     pytest.importorskip("bm25s")
-    from harness.backbones import build_backbone
-    from harness.runner import Runner, spec_from_config
+    from agentic_repro.harness.backbones import build_backbone
+    from agentic_repro.harness.runner import Runner, spec_from_config
 
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(data_dir(tmp_path, n=1)))
     cfg = compose(["method=auq_deep_research", "benchmark=deepresearch_bench", "backbone=local", "limit=1",

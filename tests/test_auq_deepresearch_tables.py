@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from scripts import auq_deepresearch as tables
+from agentic_repro.scripts import auq_deepresearch as tables
 from tests.conftest import run
 from tests.doubles import ScriptedBackbone
 from tests.test_auq_deepresearch import PLAN_A, PLAN_B, Agent, make, method_cfg, reply

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from auq.metrics import trajectory_of
-from harness.results import read_jsonl_tolerant
+from agentic_repro.auq.metrics import trajectory_of
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import check_run_files, run_e2e
 
 

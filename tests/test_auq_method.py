@@ -8,8 +8,8 @@ from collections import Counter
 
 import pytest
 
-from auq.metrics import trajectory_of
-from harness.results import read_jsonl_tolerant
+from agentic_repro.auq.metrics import trajectory_of
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.scripted_env import counter_bench_cfg, counter_data
@@ -27,7 +27,7 @@ def counter(tmp_path, monkeypatch):
 
 def _spec(tmp_path, counter, goals, variant, *, max_steps=10, **params):
     counter_data(counter, goals=goals)
-    spec = make_spec(tmp_path, {"name": f"auq_{variant}", "solver": "auq.method:AUQ",
+    spec = make_spec(tmp_path, {"name": f"auq_{variant}", "solver": "agentic_repro.auq.method:AUQ",
                                 "params": {"variant": variant, "few_shot": 0, **params}})
     spec.benchmark_cfg.clear()
     spec.benchmark_cfg.update(counter_bench_cfg(max_steps=max_steps, process=False))
@@ -213,7 +213,7 @@ def test_missing_confidence_is_recorded_and_triggers_reflection(tmp_path, counte
 
 
 def test_bad_options_are_refused():
-    from auq.method import AUQ
+    from agentic_repro.auq.method import AUQ
 
     with pytest.raises(ValueError):
         AUQ(variant="both")
@@ -248,7 +248,7 @@ def test_dual_on_the_webshop_fixture(tmp_path):
             [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.I)] or offered
         return reply(clicks[0], 0.95)
 
-    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "auq.method:AUQ",
+    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "agentic_repro.auq.method:AUQ",
                                 "params": {"variant": "dual", "few_shot": 0}})
     spec.benchmark_cfg.clear()
     spec.benchmark_cfg.update(cfg)

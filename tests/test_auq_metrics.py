@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from auq.metrics import (Trajectory, aggregate, auroc, bin_index, calibration_report, step_confidences, t_brier,
+from agentic_repro.auq.metrics import (Trajectory, aggregate, auroc, bin_index, calibration_report, step_confidences, t_brier,
                          t_ece, trajectory_of)
 
 

@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from auq.reflection import Candidate, UARConfig, resolve, select
+from agentic_repro.auq.reflection import Candidate, UARConfig, resolve, select
 
 
 def cand(action, c, path=0):

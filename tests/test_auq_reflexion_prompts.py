@@ -6,7 +6,7 @@ import re
 
 import yaml
 
-from baselines.reflexion import reflection_prompt
+from agentic_repro.baselines.reflexion import reflection_prompt
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -59,7 +59,7 @@ def test_no_alfworld_sentence_reaches_a_webshop_run(tmp_path):
             return "<confidence>0.5</confidence><explanation>unsure</explanation>"
         return "<think>t</think><action>search[ zzz nothing ]</action>"
 
-    spec = make_spec(tmp_path, {"name": "reflexion", "solver": "baselines.reflexion:reflexion",
+    spec = make_spec(tmp_path, {"name": "reflexion", "solver": "agentic_repro.baselines.reflexion:reflexion",
                                 "params": {"trials": 2, "few_shot": 0, "style": "auq"}})
     spec.benchmark_cfg.clear()
     spec.benchmark_cfg.update(cfg)

@@ -9,9 +9,9 @@ import json
 import pytest
 import yaml
 
-from scripts import auq_tables
-from scripts.collect import RunIndex
-from scripts.runs import load_experiment
+from agentic_repro.scripts import auq_tables
+from agentic_repro.scripts.collect import RunIndex
+from agentic_repro.scripts.runs import load_experiment
 
 
 def step(c, auq=None):
@@ -61,7 +61,7 @@ def png_only(monkeypatch):
         pyplot.close(fig)
         return [base.with_suffix(".png")]
 
-    monkeypatch.setattr("scripts.figstyle.save", save)
+    monkeypatch.setattr("agentic_repro.scripts.figstyle.save", save)
 
 
 @pytest.fixture
@@ -180,7 +180,7 @@ def test_plan_covers_every_table_and_figure_run(tmp_path, monkeypatch):
     # Tables 1-2 / Figure 3 at the paper's h = 5 (settings.main), every row
     assert all("method.params.window=5" in ov for _, ov in t1)
     # every planned run composes with the real configs
-    from scripts.runs import compose
+    from agentic_repro.scripts.runs import compose
 
     for _, ov in t1[:1] + f6[-1:] + f5:
         cfg = compose(ov)
@@ -206,7 +206,7 @@ def test_builders_read_a_real_scripted_auq_run(tmp_path, monkeypatch):
         c = 0.95 if "reflect on it" in text else 0.5
         return f"<action>{a}</action><confidence>{c}</confidence><explanation>e</explanation>"
 
-    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "auq.method:AUQ",
+    spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "agentic_repro.auq.method:AUQ",
                                 "params": {"variant": "dual", "few_shot": 0, "tau": 0.85}})
     spec.benchmark_cfg.clear()
     spec.benchmark_cfg.update(counter_bench_cfg(max_steps=5, process=False))

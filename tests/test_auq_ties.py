@@ -8,8 +8,8 @@ from fractions import Fraction
 
 import pytest
 
-from auq.metrics import Trajectory, aggregate, aggregate_exact, auroc, calibration_report, exact
-from harness.calibration import TIE_DECIMALS, calibration_metrics
+from agentic_repro.auq.metrics import Trajectory, aggregate, aggregate_exact, auroc, calibration_report, exact
+from agentic_repro.harness.calibration import TIE_DECIMALS, calibration_metrics
 
 
 def _mann_whitney(pos, neg):

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from baselines.autoflow import adas
-from baselines.autoflow.search import run_search, search_dir
-from harness.runner import Runner
+from agentic_repro.baselines.autoflow import adas
+from agentic_repro.baselines.autoflow.search import run_search, search_dir
+from agentic_repro.harness.runner import Runner
 from tests.autoflow_helpers import ADAS_AGENT, ADASScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
@@ -26,7 +26,7 @@ def tiny(tmp_path, monkeypatch):
 def adas_spec(tmp_path, **params):
     spec = aflow_spec(tmp_path)
     spec.method_cfg["name"] = "adas"
-    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.adas:ADAS", "split": "validate",
+    spec.method_cfg["search"] = {"optimiser": "agentic_repro.baselines.autoflow.adas:ADAS", "split": "validate",
                                  "params": {"generations": 1, "valid_size": 2, "bootstrap_samples": 1000, **params}}
     spec.full_config["method"] = spec.method_cfg
     return spec
@@ -105,7 +105,7 @@ def test_resume_and_the_frozen_agent_on_test(tiny):
     assert len(meta_calls) == 3  # only generation 2 was asked again
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     test_spec = aflow_spec(tiny)
-    test_spec.method_cfg = {"name": "adas", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    test_spec.method_cfg = {"name": "adas", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                             "params": {"artifact": str(path)}, "roles": ["executor"]}
     test_spec.full_config["method"] = test_spec.method_cfg
     metrics = asyncio.run(Runner(test_spec, backbone=ScriptedBackbone(ADASScript())).run())

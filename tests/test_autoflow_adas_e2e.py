@@ -11,9 +11,9 @@ import re
 
 import pytest
 
-from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import search_dir
-from harness.results import read_jsonl_tolerant
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.search import search_dir
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.autoflow_helpers import tiny_search_on_embedded
 from tests.conftest import check_run_files, run_e2e
 

@@ -8,10 +8,10 @@ import random
 
 import pytest
 
-from baselines.autoflow import aflow
-from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import run_search, search_dir
-from harness.runner import Runner
+from agentic_repro.baselines.autoflow import aflow
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.search import run_search, search_dir
+from agentic_repro.harness.runner import Runner
 from tests.autoflow_helpers import GOOD_GRAPH, HOSTILE_GRAPH, AFlowScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
@@ -138,7 +138,7 @@ def test_frozen_workflow_runs_on_test_like_any_method(tiny):
     asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     test_spec = aflow_spec(tiny)
-    test_spec.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    test_spec.method_cfg = {"name": "aflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                             "params": {"artifact": str(path).replace("/tiny/", "/{benchmark}/")},
                             "roles": ["executor"]}
     test_spec.full_config["method"] = test_spec.method_cfg
@@ -150,7 +150,7 @@ def test_frozen_workflow_runs_on_test_like_any_method(tiny):
     assert pred["id"].startswith("t") and pred["trace"]["artifact"]["sha256"] == load_artifact(path)["sha256"]
     assert pred["trace"]["workflow"]["ok"] and pred["trace"]["operators"][0]["op"] == "Custom"
     # search cost and inference cost apart (DyFlow Table 8 layout)
-    from baselines.autoflow.costs import cost_row, to_markdown
+    from agentic_repro.baselines.autoflow.costs import cost_row, to_markdown
 
     row = cost_row(test_spec.out_dir)
     art = load_artifact(path)
@@ -166,7 +166,7 @@ def test_the_frozen_workflow_refuses_problems_the_search_scored(tiny):
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     leak = aflow_spec(tiny)
     leak.benchmark_cfg["split"] = "validate"
-    leak.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    leak.method_cfg = {"name": "aflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                        "params": {"artifact": str(path)}, "roles": ["executor"]}
     leak.full_config["method"] = leak.method_cfg
     metrics = asyncio.run(Runner(leak, backbone=ScriptedBackbone(AFlowScript())).run())
@@ -191,7 +191,7 @@ def test_seed_graph_is_the_released_one_else_the_domains():
         aflow.choose_seed("gsm8k", "math", seed_graph="GSM9K")
     with pytest.raises(ValueError, match="not in seed_by_domain"):
         aflow.choose_seed("webshop", "web")
-    from harness.benchmark import build_benchmark
+    from agentic_repro.harness.benchmark import build_benchmark
     from tests.conftest import compose
 
     for b, d in (("math_l5", "math"), ("humaneval_dyflow", "code"), ("pubmedqa", "qa"), ("socialmaze", "qa"),

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from baselines.autoflow.channel import Limits, OperatorCallError, OperatorRefused, run_workflow
-from harness.backbone import BackboneError
+from agentic_repro.baselines.autoflow.channel import Limits, OperatorCallError, OperatorRefused, run_workflow
+from agentic_repro.harness.backbone import BackboneError
 
 GATHER = '''
 import asyncio
@@ -153,12 +153,12 @@ FLOOD = simple("first = await asyncio.gather(*[operator.Custom(None)(input=probl
 
 
 def test_a_flooding_workflow_is_refused_before_its_calls_start_and_none_outlives_solve(tmp_path, tiny_data):
-    from harness.results import read_jsonl_tolerant
-    from harness.runner import Runner
+    from agentic_repro.harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.runner import Runner
     from tests.conftest import make_spec
     from tests.doubles import ScriptedBackbone
 
-    method = {"name": "flood", "solver": "baselines.autoflow.workflow:SandboxedWorkflow", "roles": ["executor"],
+    method = {"name": "flood", "solver": "agentic_repro.baselines.autoflow.workflow:SandboxedWorkflow", "roles": ["executor"],
               "params": {"graph": FLOOD, "limits": {"idle_timeout_s": 10, "max_calls": 64}}}
     spec = make_spec(tmp_path, method, limit=1)
     bb = ScriptedBackbone(lambda m, s: "ANSWER: 0", delay_s=0.1, max_concurrency=4)
@@ -220,8 +220,8 @@ def test_a_run_that_ends_while_calls_are_in_flight_cancels_them():
 # ---- a sandbox that cannot judge is an error, never a 0 -------------------------------------------------------
 
 def test_an_infrastructure_result_of_the_sandbox_raises_sandbox_failure(monkeypatch):
-    from baselines.autoflow import channel
-    from evaluators.sandbox import ExecResult, SandboxFailure
+    from agentic_repro.baselines.autoflow import channel
+    from agentic_repro.evaluators.sandbox import ExecResult, SandboxFailure
 
     async def broken(program, **kw):
         return ExecResult(False, "error", 0.0, "", "", "runner: the benchmark test side crashed", infrastructure=True)
@@ -250,7 +250,7 @@ def _fork_server_children() -> list[int]:
 def test_a_runner_killed_mid_run_is_a_sandbox_failure_not_a_killed_workflow():
     import signal
 
-    from evaluators.sandbox import SandboxFailure
+    from agentic_repro.evaluators.sandbox import SandboxFailure
 
     killed: list[int] = []
 
@@ -319,7 +319,7 @@ def test_the_hook_function_reads_no_global_and_closes_over_nothing():
     import dis
     import types
 
-    from baselines.autoflow.channel import RUNTIME_SOURCE
+    from agentic_repro.baselines.autoflow.channel import RUNTIME_SOURCE
 
     seal = next(c for c in compile(RUNTIME_SOURCE, "<runtime>", "exec").co_consts
                 if isinstance(c, types.CodeType) and c.co_name == "_seal")

@@ -1,6 +1,6 @@
 """End-to-end: a tiny AFlow search (the seed + 1 proposal, 1 validate run, 1 GSM8K validate problem) through the real
 Hydra config, HTTP client, embedded model, sandbox channel, cache and ledger; then the frozen workflow on
-1 test problem via ``python -m harness.run``'s path. Sizes are cut for CI (the paper's are in
+1 test problem via ``python -m agentic_repro.harness.run``'s path. Sizes are cut for CI (the paper's are in
 configs/method/aflow.yaml and unit-tested with the scripted double)."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import search_dir
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.search import search_dir
 from tests.autoflow_helpers import tiny_search_on_embedded
 from tests.conftest import check_run_files, run_e2e
 

@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from baselines.autoflow.search import run_search
-from harness.runner import Runner
+from agentic_repro.baselines.autoflow.search import run_search
+from agentic_repro.harness.runner import Runner
 from tests.autoflow_helpers import aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
@@ -104,7 +104,7 @@ def test_a_workflow_that_reads_the_gold_scores_what_the_backbone_earns(tmp_path,
     # the round-2 graph on the test split, as a frozen workflow would run
     test_spec = aflow_spec(tmp_path / "test")
     test_spec.method_cfg = {"name": "aflow-round2", "roles": ["executor"],
-                            "solver": "baselines.autoflow.workflow:SandboxedWorkflow",
+                            "solver": "agentic_repro.baselines.autoflow.workflow:SandboxedWorkflow",
                             "params": {"graph": rounds[2]["graph"], "prompt": rounds[2]["prompt"],
                                        "role": "executor", "limits": {"idle_timeout_s": 30}}}
     test_spec.full_config["method"] = test_spec.method_cfg

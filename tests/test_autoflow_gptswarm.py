@@ -13,8 +13,8 @@ import pytest
 
 import torch  # the train extra, installed by `make test`: missing, it fails here (never a silent skip)
 
-from baselines.autoflow import gptswarm as G
-from harness.results import read_jsonl_tolerant
+from agentic_repro.baselines.autoflow import gptswarm as G
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.autoflow_helpers import with_validate_split
 from tests.conftest import make_spec as _make_spec, run
 from tests.doubles import ScriptedBackbone
@@ -55,22 +55,22 @@ def script(messages, sampling):
     """Agent 0's calls (distinct sample index 0) answer right; the others answer 0."""
     user = messages[-1]["content"]
     m = re.search(r"What is (\d+)\+(\d+)\?", user)
-    from harness.llm import request_seed
+    from agentic_repro.harness.llm import request_seed
     first = sampling.get("seed") == request_seed(42, 0)
     return f"ANSWER: {int(m.group(1)) * 2 if (m and first) else 0}"
 
 
 def method(tmp_path: Path, **search) -> dict:
     params = {"num_iters": 3, "batch_size": 2, "validate_limit": 4, **search}
-    return {"name": "gptswarm", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "GPTSwarm",
+    return {"name": "gptswarm", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod", "label": "GPTSwarm",
             "deviations": ["test"], "roles": ["executor"],
             "params": {"artifact": str(tmp_path / "results/search/tiny/gptswarm/scripted/seed=42/artifact.json")},
-            "search": {"optimiser": "baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "validate",
+            "search": {"optimiser": "agentic_repro.baselines.autoflow.gptswarm:GPTSwarmOptimiser", "split": "validate",
                        "params": params}}
 
 
 def search(tmp_path: Path, bb, **kw) -> dict:
-    from baselines.autoflow.search import run_search
+    from agentic_repro.baselines.autoflow.search import run_search
 
     return asyncio.run(run_search(make_spec(tmp_path, method(tmp_path, **kw)), backbone=bb))
 
@@ -82,7 +82,7 @@ def test_search_iterations_wrap_into_epochs_and_the_artifact(tmp_path, tiny_data
                                                                (2, 0, ["v0", "v1"])]
     assert len({x["logits_sha256"] for x in h}) == 3
     wf = doc["workflow"]
-    assert wf["solver"] == "baselines.autoflow.gptswarm:GPTSwarm" and wf["params"]["mode"] == "mask"
+    assert wf["solver"] == "agentic_repro.baselines.autoflow.gptswarm:GPTSwarm" and wf["params"]["mode"] == "mask"
     assert len(wf["params"]["edge_logits"]) == 9 == len(doc["extra"]["potential_edges"])
     assert doc["extra"]["hyperparameters"]["lr"] == 0.1
     preds = read_jsonl_tolerant(next(Path(tmp_path).rglob("gptswarm_epoch1/**/predictions.jsonl")))
@@ -90,7 +90,7 @@ def test_search_iterations_wrap_into_epochs_and_the_artifact(tmp_path, tiny_data
 
 
 def test_resume_mid_search_gives_the_same_logits(tmp_path, tiny_data, monkeypatch):
-    from baselines.autoflow import search as S
+    from agentic_repro.baselines.autoflow import search as S
 
     clean = search(tmp_path / "clean", ScriptedBackbone(script))
     real = S.SearchContext.evaluate
@@ -130,14 +130,14 @@ def test_reproduce_table1_searches_first_then_fills_the_gptswarm_row(tmp_path, m
     artifact records)."""
     import csv
 
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
     from tests.test_reporting import guess
 
     async def fake_build(cfg, *, run_dir, seed, **kw):
         return ScriptedBackbone(guess, name=cfg["name"], max_concurrency=2)
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
-    monkeypatch.setattr("harness.backbones.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.backbones.build_backbone", fake_build)
     argv = ["backbone=local", "methods=gptswarm", "benchmarks=gsm8k", "seeds=42", "limit=1",
             f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false"]
     assert reproduce_table1.main(argv) == 0

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from baselines.autoflow import judgeflow
-from baselines.autoflow.blocks import BlockError, validate_blocks
-from baselines.autoflow.search import run_search, search_dir
-from harness.runner import Runner
+from agentic_repro.baselines.autoflow import judgeflow
+from agentic_repro.baselines.autoflow.blocks import BlockError, validate_blocks
+from agentic_repro.baselines.autoflow.search import run_search, search_dir
+from agentic_repro.harness.runner import Runner
 from tests.autoflow_helpers import JudgeFlowScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
@@ -25,7 +25,7 @@ def tiny(tmp_path, monkeypatch):
 def jf_spec(tmp_path, **params):
     spec = aflow_spec(tmp_path)
     spec.method_cfg["name"] = "judgeflow"
-    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.judgeflow:JudgeFlow", "split": "validate",
+    spec.method_cfg["search"] = {"optimiser": "agentic_repro.baselines.autoflow.judgeflow:JudgeFlow", "split": "validate",
                                  "params": {"rounds": 2, "validate_runs": 1, **params}}
     spec.full_config["method"] = spec.method_cfg
     return spec
@@ -70,7 +70,7 @@ def test_judge_blames_and_the_optimiser_rewrites_that_block(tiny):
     assert roles["optimizer"]["calls"] == 3 + 1 and roles["executor"]["calls"] == 8
     path = search_dir(spec, spec.method_cfg["search"]) / "artifact.json"
     test_spec = aflow_spec(tiny)
-    test_spec.method_cfg = {"name": "judgeflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    test_spec.method_cfg = {"name": "judgeflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                             "params": {"artifact": str(path)}, "roles": ["executor"]}
     test_spec.full_config["method"] = test_spec.method_cfg
     metrics = asyncio.run(Runner(test_spec, backbone=ScriptedBackbone(JudgeFlowScript())).run())

@@ -12,9 +12,9 @@ import pytest
 
 import torch  # the train extra, installed by `make test`: missing, it fails here (never a silent skip)
 
-from baselines.autoflow import maas as M
-from baselines.autoflow.artifact import load_artifact
-from harness.results import read_jsonl_tolerant
+from agentic_repro.baselines.autoflow import maas as M
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.autoflow_helpers import with_validate_split
 from tests.conftest import make_spec as _make_spec, run
 from tests.doubles import ScriptedBackbone
@@ -119,14 +119,14 @@ def script(messages, sampling):
 
 def maas_method(tmp_path: Path, **search) -> dict:
     params = {"repetitions": 2, "batch_size": 2, "embedder": "hash", "validate_limit": 4, **search}
-    return {"name": "maas", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MaAS",
+    return {"name": "maas", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod", "label": "MaAS",
             "deviations": ["test"], "roles": ["executor"],
             "params": {"artifact": str(tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json")},
-            "search": {"optimiser": "baselines.autoflow.maas:MaasOptimiser", "split": "validate", "params": params}}
+            "search": {"optimiser": "agentic_repro.baselines.autoflow.maas:MaasOptimiser", "split": "validate", "params": params}}
 
 
 def search(tmp_path: Path, bb, **kw) -> dict:
-    from baselines.autoflow.search import run_search
+    from agentic_repro.baselines.autoflow.search import run_search
 
     spec = make_spec(tmp_path, maas_method(tmp_path, **kw))
     return asyncio.run(run_search(spec, backbone=bb))
@@ -142,7 +142,7 @@ def test_search_loop_batches_update_and_artifact(tmp_path, tiny_data):
     assert len({h["controller_sha256"] for h in hist}) == 4        # the weights change after every batch
     ex = doc["extra"]
     wf = doc["workflow"]
-    assert wf["solver"] == "baselines.autoflow.maas:MaasSupernet"
+    assert wf["solver"] == "agentic_repro.baselines.autoflow.maas:MaasSupernet"
     assert wf["params"]["controller_sha256"] == ex["controller_sha256"] and Path(ex["controller"]).exists()
     summary = M.controller_summary(ex["controller"])
     assert summary["sha256"] == ex["controller_sha256"] and summary["operators"] == NAMES
@@ -157,7 +157,7 @@ def test_search_loop_batches_update_and_artifact(tmp_path, tiny_data):
 
 
 def test_resume_mid_search_reaches_the_same_controller(tmp_path, tiny_data, monkeypatch):
-    from baselines.autoflow import search as S
+    from agentic_repro.baselines.autoflow import search as S
 
     clean = search(tmp_path / "clean", ScriptedBackbone(script))
     real = S.SearchContext.evaluate
@@ -209,8 +209,8 @@ def test_a_tampered_controller_is_refused(tmp_path, tiny_data):
 def test_table_runs_search_first_when_the_artifact_is_missing(tmp_path, tiny_data, monkeypatch):
     """scripts/runs.py: a searched method's test run is preceded by its search (at the artifact's seed) when the
     artifact is missing, and not when it exists."""
-    from baselines.autoflow import search as S
-    from scripts import runs
+    from agentic_repro.baselines.autoflow import search as S
+    from agentic_repro.scripts import runs
 
     calls = []
 
@@ -224,7 +224,7 @@ def test_table_runs_search_first_when_the_artifact_is_missing(tmp_path, tiny_dat
     it.spec = spec
     runs._ensure_artifact(it, None, lambda m: None)
     assert calls == [(42, 42)]
-    from baselines.autoflow.artifact import ARTIFACT_VERSION
+    from agentic_repro.baselines.autoflow.artifact import ARTIFACT_VERSION
 
     path = tmp_path / "results/search/tiny/maas/scripted/seed=42/artifact.json"
     path.parent.mkdir(parents=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import search_dir
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.search import search_dir
 from tests.autoflow_helpers import tiny_search_on_embedded
 from tests.conftest import check_run_files, run_e2e
 

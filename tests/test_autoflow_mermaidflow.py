@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from baselines.autoflow import mermaidflow as MF
-from baselines.autoflow import mermaidflow_prompts as P
-from harness.results import read_jsonl_tolerant
+from agentic_repro.baselines.autoflow import mermaidflow as MF
+from agentic_repro.baselines.autoflow import mermaidflow_prompts as P
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.autoflow_helpers import with_validate_split
 from tests.conftest import make_spec as _make_spec, run
 from tests.doubles import ScriptedBackbone
@@ -90,7 +90,7 @@ def test_the_released_seeds_parse_and_the_checker_reports_the_released_rules():
 
 
 def run_workflow(tmp_path, graph, prompts, script, *, code=False):
-    method = {"name": "mf", "solver": "baselines.autoflow.mermaidflow:MermaidWorkflow",
+    method = {"name": "mf", "solver": "agentic_repro.baselines.autoflow.mermaidflow:MermaidWorkflow",
               "params": {"graph": graph, "prompt": prompts, "role": None}}
     spec = code_spec(tmp_path, method) if code else make_spec(tmp_path, method, limit=1)
     bb = ScriptedBackbone(script)
@@ -165,15 +165,15 @@ def make_script(seen: list[str]):
 
 def method(tmp_path: Path, **kw) -> dict:
     params = {"rounds": 3, "validation_rounds": 1, "validate_limit": 2, "check_convergence": False, **kw}
-    return {"name": "mermaidflow", "solver": "baselines.autoflow.artifact:ArtifactMethod", "label": "MermaidFlow",
+    return {"name": "mermaidflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod", "label": "MermaidFlow",
             "deviations": ["test"], "roles": ["executor"],
             "params": {"artifact": str(tmp_path / "results/search/tiny/mermaidflow/scripted/seed=42/artifact.json")},
-            "search": {"optimiser": "baselines.autoflow.mermaidflow:MermaidFlowOptimiser", "split": "validate",
+            "search": {"optimiser": "agentic_repro.baselines.autoflow.mermaidflow:MermaidFlowOptimiser", "split": "validate",
                        "params": params}}
 
 
 def search(tmp_path: Path, bb, **kw) -> dict:
-    from baselines.autoflow.search import run_search
+    from agentic_repro.baselines.autoflow.search import run_search
 
     return asyncio.run(run_search(make_spec(tmp_path, method(tmp_path, **kw)), backbone=bb))
 
@@ -187,12 +187,12 @@ def test_mutation_rounds_judge_check_and_feed_errors_back(tmp_path, tiny_data):
     a = h[1]["attempts"]
     assert a[0]["judged"] == "B" and any(e.startswith("W5") for e in a[0]["errors"]["B"])
     assert h[1]["modification"].startswith("mut") and h[1]["graph"] == TWO.strip()
-    assert doc["workflow"]["solver"] == "baselines.autoflow.mermaidflow:MermaidWorkflow"
+    assert doc["workflow"]["solver"] == "agentic_repro.baselines.autoflow.mermaidflow:MermaidWorkflow"
     assert doc["extra"]["hyperparameters"]["evolution_probability"] == 0.1
 
 
 def test_crossover_and_resume(tmp_path, tiny_data, monkeypatch):
-    from baselines.autoflow import search as S
+    from agentic_repro.baselines.autoflow import search as S
 
     seen: list[str] = []
     clean = search(tmp_path / "clean", ScriptedBackbone(make_script(seen)), rounds=4, evolution_probability=1.0,

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from baselines.autoflow import operators as O
-from harness.llm import request_seed
-from harness.results import read_jsonl_tolerant
-from harness.types import Solution
+from agentic_repro.baselines.autoflow import operators as O
+from agentic_repro.harness.llm import request_seed
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.types import Solution
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_baselines_multiagent import CodeEchoBenchmark, code_spec
@@ -241,7 +241,7 @@ def test_run_solve_reports_a_sandbox_failure_as_an_error_not_as_the_codes(monkey
 
     import pytest
 
-    from evaluators.sandbox import SandboxFailure, launch
+    from agentic_repro.evaluators.sandbox import SandboxFailure, launch
 
     code = "def solve():\n    return 6 * 7\n"
     assert asyncio.run(O.run_solve(code)) == ("Success", "42")

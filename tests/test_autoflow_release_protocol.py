@@ -10,10 +10,10 @@ import re
 
 import pytest
 
-from baselines.autoflow import aflow, maas
-from baselines.autoflow import operators as O
-from baselines.autoflow.search import run_search
-from harness.runner import Runner
+from agentic_repro.baselines.autoflow import aflow, maas
+from agentic_repro.baselines.autoflow import operators as O
+from agentic_repro.baselines.autoflow.search import run_search
+from agentic_repro.harness.runner import Runner
 from tests.autoflow_helpers import GOOD_GRAPH, ADASScript, AFlowScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 
@@ -203,7 +203,7 @@ PARTLY_CRASHING_AGENT = '''def forward(self, taskInfo):
 def _adas_spec(tmp_path, **params):
     spec = aflow_spec(tmp_path)
     spec.method_cfg["name"] = "adas"
-    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.adas:ADAS", "split": "validate",
+    spec.method_cfg["search"] = {"optimiser": "agentic_repro.baselines.autoflow.adas:ADAS", "split": "validate",
                                  "params": {"generations": 1, "valid_size": 2, "bootstrap_samples": 1000,
                                             "initial_archive": ["Chain-of-Thought"], "debug_max": 2, **params}}
     spec.full_config["method"] = spec.method_cfg
@@ -228,12 +228,12 @@ def test_adas_debugs_an_agent_that_fails_on_any_question_and_never_archives_it(t
 # ---- what cannot match: the footnote comes from the artifact ---------------------------------------------------
 
 def test_searches_that_cannot_match_the_paper_say_so_in_the_rows_footnote(tiny):
-    from baselines.autoflow.artifact import protocol_notes
+    from agentic_repro.baselines.autoflow.artifact import protocol_notes
     from tests.autoflow_helpers import JudgeFlowScript
 
     spec = aflow_spec(tiny)
     spec.method_cfg["name"] = "judgeflow"
-    spec.method_cfg["search"] = {"optimiser": "baselines.autoflow.judgeflow:JudgeFlow", "split": "validate",
+    spec.method_cfg["search"] = {"optimiser": "agentic_repro.baselines.autoflow.judgeflow:JudgeFlow", "split": "validate",
                                  "params": {"rounds": 2, "validate_runs": 1}}
     spec.full_config["method"] = spec.method_cfg
     doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(JudgeFlowScript())))
@@ -241,7 +241,7 @@ def test_searches_that_cannot_match_the_paper_say_so_in_the_rows_footnote(tiny):
     assert notes[0].startswith("searched on tiny's validate split at a reduced setting")
     assert any(n.startswith("judgeflow's search is not the paper's: JudgeFlow's full text and code were not "
                             "reachable") and "candidate reconstructions" in n for n in notes)
-    from baselines.autoflow import gptswarm
+    from agentic_repro.baselines.autoflow import gptswarm
 
     assert "node prompts" in gptswarm.NOT_AS_PAPER[0]
     assert protocol_notes({"extra": {}, "search_config": {"params": {"rounds": 20}}}, {"params": {"rounds": 20}}) == []

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from baselines.autoflow.artifact import ARTIFACT_VERSION, ArtifactError, ArtifactMethod, load_artifact, write_artifact
-from baselines.autoflow.search import SearchIncomplete, SearchSplitError, check_search_split, run_search, search_dir
-from harness.method import build_method, resolve
-from harness.runner import Runner, spec_from_config
+from agentic_repro.baselines.autoflow.artifact import ARTIFACT_VERSION, ArtifactError, ArtifactMethod, load_artifact, write_artifact
+from agentic_repro.baselines.autoflow.search import SearchIncomplete, SearchSplitError, check_search_split, run_search, search_dir
+from agentic_repro.harness.method import build_method, resolve
+from agentic_repro.harness.runner import Runner, spec_from_config
 from tests.autoflow_helpers import AFlowScript, aflow_spec, write_tiny_splits
 from tests.conftest import compose
 from tests.doubles import ScriptedBackbone
@@ -29,7 +29,7 @@ def test_configs_compose_and_build(name, tmp_path):
 
 
 def test_artifact_is_versioned_and_checked(tmp_path):
-    doc = {"method": "m", "benchmark": "b", "split": "validate", "workflow": {"solver": "baselines.simple:io",
+    doc = {"method": "m", "benchmark": "b", "split": "validate", "workflow": {"solver": "agentic_repro.baselines.simple:io",
            "params": {}}, "validate_score": 0.5, "history": [], "roles": {}, "search_cost": {}}
     path = tmp_path / "a.json"
     written = write_artifact(path, doc)
@@ -103,8 +103,8 @@ def test_a_search_split_sharing_problems_with_test_under_other_ids_is_refused(tm
 def test_drop_validate_and_test_files_share_five_problems_under_other_ids(tmp_path):
     # the real files (data/aflow_splits): the same passage and question under another id, gold written the same
     # or as a superset of references (75.81|85.53 vs 75.81)
-    from baselines.autoflow.search import exclude_shared
-    from harness.benchmark import build_benchmark
+    from agentic_repro.baselines.autoflow.search import exclude_shared
+    from agentic_repro.harness.benchmark import build_benchmark
 
     real = spec_from_config(compose(["benchmark=drop", "method=aflow"]))
     with pytest.raises(SearchSplitError, match=r"shares 5 of its 200 problems with the test split \(0 by id, 5 by "
@@ -141,7 +141,7 @@ def test_search_on_the_train_split_is_recorded_and_its_problems_refused_at_test(
     for split, complete in (("test", True), ("train", False)):
         run_spec = _train_test_spec(tmp_path / split, monkeypatch, "train")
         run_spec.benchmark_cfg["split"] = split
-        run_spec.method_cfg = {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+        run_spec.method_cfg = {"name": "aflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                                "params": {"artifact": str(path)}, "roles": ["executor"]}
         run_spec.full_config["method"] = run_spec.method_cfg
         metrics = asyncio.run(Runner(run_spec, backbone=ScriptedBackbone(AFlowScript())).run())
@@ -152,8 +152,8 @@ def test_search_on_the_train_split_is_recorded_and_its_problems_refused_at_test(
 
 def _planned_with_artifact(tmp_path, monkeypatch, recorded_params):
     """A Table 1 item of a searched method whose artifact exists, searched with ``recorded_params``."""
-    from baselines.autoflow import search as S
-    from scripts import runs
+    from agentic_repro.baselines.autoflow import search as S
+    from agentic_repro.scripts import runs
 
     write_tiny_splits(tmp_path / "data")
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
@@ -162,7 +162,7 @@ def _planned_with_artifact(tmp_path, monkeypatch, recorded_params):
     spec.method_cfg["params"]["artifact"] = str(path)
     recorded = {**spec.method_cfg["search"], "params": {**spec.method_cfg["search"]["params"], **recorded_params}}
     write_artifact(path, {"method": "aflow", "benchmark": "tiny", "split": "validate", "workflow": {
-        "solver": "baselines.simple:io", "params": {}}, "validate_score": 0.5, "history": [], "roles": {},
+        "solver": "agentic_repro.baselines.simple:io", "params": {}}, "validate_score": 0.5, "history": [], "roles": {},
         "search_cost": {}, "search_config": recorded})
     searched = []
 
@@ -177,7 +177,7 @@ def _planned_with_artifact(tmp_path, monkeypatch, recorded_params):
 
 
 def test_table1_hook_refuses_an_artifact_searched_at_another_setting(tmp_path, monkeypatch):
-    from scripts import runs
+    from agentic_repro.scripts import runs
 
     it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {"rounds": 2, "validate_limit": 2})
     with pytest.raises(ValueError) as err:
@@ -192,7 +192,7 @@ def test_table1_hook_refuses_an_artifact_searched_at_another_setting(tmp_path, m
 
 
 def test_table1_hook_searches_again_when_told_and_keeps_the_old_search(tmp_path, monkeypatch):
-    from scripts import runs
+    from agentic_repro.scripts import runs
 
     it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {"rounds": 2})
     it.spec.method_cfg["search"]["stale_artifact"] = "search"
@@ -204,7 +204,7 @@ def test_table1_hook_searches_again_when_told_and_keeps_the_old_search(tmp_path,
 
 
 def test_a_searched_rows_footnote_comes_from_its_artifacts_record(tmp_path):
-    from baselines.autoflow.artifact import setting_note
+    from agentic_repro.baselines.autoflow.artifact import setting_note
 
     doc = {"benchmark": "gsm8k", "split": "validate", "search_config": {"params": {"rounds": 2, "validate_runs": 5}}}
     note = setting_note(doc, {"params": {"rounds": 20, "validate_runs": 5}})
@@ -214,7 +214,7 @@ def test_a_searched_rows_footnote_comes_from_its_artifacts_record(tmp_path):
 
 
 def test_table1_hook_rewrites_an_old_version_artifact_in_place(tmp_path, monkeypatch):
-    from scripts import runs
+    from agentic_repro.scripts import runs
 
     it, path, searched = _planned_with_artifact(tmp_path, monkeypatch, {})
     doc = json.loads(path.read_text())

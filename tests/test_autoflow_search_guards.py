@@ -5,10 +5,10 @@ import asyncio
 
 import pytest
 
-from baselines.autoflow.artifact import load_artifact
-from baselines.autoflow.search import run_search, search_dir
-from harness.lock import FolderBusy, FolderLock
-from harness.results import CorruptFile
+from agentic_repro.baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.search import run_search, search_dir
+from agentic_repro.harness.lock import FolderBusy, FolderLock
+from agentic_repro.harness.results import CorruptFile
 from tests.autoflow_helpers import AFlowScript, aflow_spec, write_tiny_splits
 from tests.doubles import ScriptedBackbone
 

@@ -8,8 +8,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy, api_key_from_env
-from harness.ledger import Price
+from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy, api_key_from_env
+from agentic_repro.harness.ledger import Price
 
 
 class Flaky(BaseHTTPRequestHandler):

@@ -13,8 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
-from harness.ledger import Price
+from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
+from agentic_repro.harness.ledger import Price
 
 GOOD = {"id": "x", "object": "chat.completion", "created": 0, "model": "m",
         "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "42"}}],

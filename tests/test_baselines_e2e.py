@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import check_run_files, run_e2e
 
 # method -> (reduced-size overrides, the stages its calls may have)

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from evaluators.base import Benchmark
-from harness.llm import request_seed
-from harness.results import read_jsonl_tolerant
-from harness.types import Problem, Score
+from agentic_repro.evaluators.base import Benchmark
+from agentic_repro.harness.llm import request_seed
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.types import Problem, Score
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -97,7 +97,7 @@ def test_self_refine_stops_when_the_feedback_says_correct(tmp_path, tiny_data):
             return "draft 2 ANSWER: 0"
         return "draft 1 ANSWER: 1"
 
-    method = {"name": "self_refine", "solver": "baselines.self_refine:self_refine", "params": {"template": COT}}
+    method = {"name": "self_refine", "solver": "agentic_repro.baselines.self_refine:self_refine", "params": {"template": COT}}
     preds, calls, metrics, _ = solve(tmp_path, method, script)
     p = preds[0]
     assert stages(p) == {"generate": 1, "feedback": 2, "refine": 1}
@@ -108,7 +108,7 @@ def test_self_refine_stops_when_the_feedback_says_correct(tmp_path, tiny_data):
 
 
 def test_self_refine_stop_check_reads_the_verdict_line():
-    from baselines.self_refine import feedback_says_correct
+    from agentic_repro.baselines.self_refine import feedback_says_correct
 
     issue_example = "Step 1: the setup, it is correct.\nStep 2: 3*4 = 13 is wrong; recompute."
     assert not feedback_says_correct(issue_example)
@@ -131,7 +131,7 @@ def test_self_refine_keeps_refining_when_a_correct_step_is_followed_by_an_error(
             return "draft 2 ANSWER: 0"
         return "draft 1 ANSWER: 1"
 
-    method = {"name": "self_refine", "solver": "baselines.self_refine:self_refine", "params": {"template": COT}}
+    method = {"name": "self_refine", "solver": "agentic_repro.baselines.self_refine:self_refine", "params": {"template": COT}}
     preds, *_ = solve(tmp_path, method, script)
     assert stages(preds[0]) == {"generate": 1, "feedback": 2, "refine": 1}
     assert preds[0]["raw_output"] == "draft 2 ANSWER: 0" and preds[0]["score"] == 1.0
@@ -149,7 +149,7 @@ def test_self_refine_caps_iterations_and_keeps_full_history(tmp_path, tiny_data)
             return f"draft {len(seen) + 1} ANSWER: 9"
         return "draft 1 ANSWER: 9"
 
-    method = {"name": "self_refine", "solver": "baselines.self_refine:self_refine",
+    method = {"name": "self_refine", "solver": "agentic_repro.baselines.self_refine:self_refine",
               "params": {"template": COT, "max_iterations": 3}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
@@ -170,7 +170,7 @@ def test_self_refine_code_feedback_shows_public_tests_only(tmp_path, tiny_data):
             return "```python\ndef f():\n    return 4\n```"
         return "```python\ndef f():\n    return 5\n```"
 
-    method = {"name": "self_refine", "solver": "baselines.self_refine:self_refine", "params": {"template": COT}}
+    method = {"name": "self_refine", "solver": "agentic_repro.baselines.self_refine:self_refine", "params": {"template": COT}}
     preds, *_ = solve(tmp_path, method, script, code=True)
     assert stages(preds[0]) == {"generate": 1, "feedback": 2, "refine": 1}
     assert "Public tests passed: 0/1" in prompts[0] and "FAILED: assert f() == 4" in prompts[0]
@@ -189,7 +189,7 @@ def test_debate_rounds_messages_and_majority(tmp_path, tiny_data):
         assert messages[1]["role"] == "assistant" and f"agent {agent} says" in messages[1]["content"]
         return f"updated ANSWER: {[0, 0, 7][agent]}"
 
-    method = {"name": "llm_debate", "solver": "baselines.llm_debate:llm_debate", "params": {"template": COT}}
+    method = {"name": "llm_debate", "solver": "agentic_repro.baselines.llm_debate:llm_debate", "params": {"template": COT}}
     preds, calls, _, _ = solve(tmp_path, method, script)
     p = preds[0]
     assert stages(p) == {"debate_round_1": 3, "debate_round_2": 3}
@@ -200,7 +200,7 @@ def test_debate_rounds_messages_and_majority(tmp_path, tiny_data):
 
 
 def test_debate_sizes_are_parameters(tmp_path, tiny_data):
-    method = {"name": "llm_debate", "solver": "baselines.llm_debate:llm_debate",
+    method = {"name": "llm_debate", "solver": "agentic_repro.baselines.llm_debate:llm_debate",
               "params": {"template": COT, "agents": 2, "rounds": 3}}
     preds, *_ = solve(tmp_path, method, lambda m, s: "ANSWER: 0")
     assert stages(preds[0]) == {"debate_round_1": 2, "debate_round_2": 2, "debate_round_3": 2}
@@ -223,7 +223,7 @@ def test_blender_ranks_all_pairs_and_fuses_top_k(tmp_path, tiny_data):
             return "fused ANSWER: 0"
         return f"quality {[1, 3, 2, 0][agent_of(sampling)]} ANSWER: {agent_of(sampling)}"
 
-    method = {"name": "llm_blender", "solver": "baselines.llm_blender:llm_blender",
+    method = {"name": "llm_blender", "solver": "agentic_repro.baselines.llm_blender:llm_blender",
               "params": {"template": COT, "n_candidates": 4, "top_k": 2, "candidates": "samples"}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
@@ -237,7 +237,7 @@ def test_blender_ranks_all_pairs_and_fuses_top_k(tmp_path, tiny_data):
 
 
 def test_blender_default_candidates_come_from_distinct_systems_not_cot_sc_samples(tmp_path, tiny_data):
-    from baselines.llm_blender import SYSTEMS
+    from agentic_repro.baselines.llm_blender import SYSTEMS
 
     def script(messages, sampling):
         p = last(messages)
@@ -247,7 +247,7 @@ def test_blender_default_candidates_come_from_distinct_systems_not_cot_sc_sample
             return "fused ANSWER: 0"
         return "ANSWER: 0"
 
-    method = {"name": "llm_blender", "solver": "baselines.llm_blender:llm_blender", "params": {"template": COT}}
+    method = {"name": "llm_blender", "solver": "agentic_repro.baselines.llm_blender:llm_blender", "params": {"template": COT}}
     preds, calls, _, bb = solve(tmp_path, method, script)
     assert stages(preds[0]) == {"candidate": 5, "rank": 20, "fuse": 1}
     cand = [(m, s) for m, s, n in bb.requests if not any(x in last(m) for x in ("Two candidate", "Fuse them"))]
@@ -260,7 +260,7 @@ def test_blender_default_candidates_come_from_distinct_systems_not_cot_sc_sample
 
 
 def test_blender_unreadable_verdicts_are_ties():
-    from baselines.llm_blender import parse_verdict
+    from agentic_repro.baselines.llm_blender import parse_verdict
 
     assert parse_verdict("I think so.\nBetter: B") == "B"
     assert parse_verdict("**Better: candidate A**") == "A"
@@ -269,7 +269,7 @@ def test_blender_unreadable_verdicts_are_ties():
 
 
 def test_blender_rejects_unknown_ranker(tmp_path, tiny_data):
-    method = {"name": "llm_blender", "solver": "baselines.llm_blender:llm_blender",
+    method = {"name": "llm_blender", "solver": "agentic_repro.baselines.llm_blender:llm_blender",
               "params": {"template": COT, "ranker": "oracle"}}
     spec = make_spec(tmp_path, method, limit=1)
     run(spec, ScriptedBackbone(lambda m, s: "ANSWER: 0"))
@@ -278,7 +278,7 @@ def test_blender_rejects_unknown_ranker(tmp_path, tiny_data):
 
 
 # ---- DyLAN -----------------------------------------------------------------------------------
-DYLAN = {"name": "dylan", "solver": "baselines.dylan:dylan", "params": {}}
+DYLAN = {"name": "dylan", "solver": "agentic_repro.baselines.dylan:dylan", "params": {}}
 
 
 def test_dylan_stops_early_on_consensus_in_layer_1(tmp_path, tiny_data):
@@ -392,8 +392,8 @@ def test_code_choice_defaults_to_program_majority_and_tests_are_an_option(tmp_pa
         body = "return 4" if agent in (1,) else "return 5"   # the majority program fails the example test
         return f"```python\ndef f():\n    {body}\n```"
 
-    solver = {"cot_sc": "baselines.simple:cot_sc", "llm_debate": "baselines.llm_debate:llm_debate",
-              "dylan": "baselines.dylan:dylan"}[method]
+    solver = {"cot_sc": "agentic_repro.baselines.simple:cot_sc", "llm_debate": "agentic_repro.baselines.llm_debate:llm_debate",
+              "dylan": "agentic_repro.baselines.dylan:dylan"}[method]
     params = {"template": COT} if method != "dylan" else {}
     base = {"name": method, "solver": solver, "params": params}
     preds, *_ = solve(tmp_path / "maj", base, script, code=True)
@@ -420,7 +420,7 @@ def tot_script(messages, sampling):
 
 
 def test_tot_bfs_calls_per_level_and_greedy_selection(tmp_path, tiny_data):
-    method = {"name": "tot", "solver": "baselines.tot:tot",
+    method = {"name": "tot", "solver": "agentic_repro.baselines.tot:tot",
               "params": {"breadth": 2, "depth": 3, "n_evaluate": 2, "max_proposals": 3, "final": "value_answers"}}
     preds, calls, _, _ = solve(tmp_path, method, tot_script)
     p = preds[0]
@@ -435,7 +435,7 @@ def test_tot_bfs_calls_per_level_and_greedy_selection(tmp_path, tiny_data):
 
 
 def test_tot_default_final_pick_is_algorithm_1_and_value_prompts_follow_the_domain(tmp_path, tiny_data):
-    from baselines.tot import VALUE_TEMPLATES
+    from agentic_repro.baselines.tot import VALUE_TEMPLATES
 
     seen = []
 
@@ -444,7 +444,7 @@ def test_tot_default_final_pick_is_algorithm_1_and_value_prompts_follow_the_doma
             seen.append(last(messages))
         return tot_script(messages, sampling)
 
-    method = {"name": "tot", "solver": "baselines.tot:tot",
+    method = {"name": "tot", "solver": "agentic_repro.baselines.tot:tot",
               "params": {"breadth": 2, "depth": 3, "n_evaluate": 2, "max_proposals": 3}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
@@ -465,11 +465,11 @@ def test_tot_duplicate_candidates_get_zero_value_without_a_call(tmp_path, tiny_d
             return "same\nsame\nother"  # duplicates in one proposal are merged by the parser
         return tot_script(messages, sampling) if "complete" not in p else "ANSWER: 0"
 
-    from baselines.tot import parse_proposals, value_of
+    from agentic_repro.baselines.tot import parse_proposals, value_of
 
     assert parse_proposals("1. a\n2) b\n- a\n\nStep 3: c", 5) == ["a", "b", "c"]
     assert value_of(["x\nlikely", "sure", "Impossible.", "no verdict"]) == pytest.approx(21.001)
-    method = {"name": "tot", "solver": "baselines.tot:tot",
+    method = {"name": "tot", "solver": "agentic_repro.baselines.tot:tot",
               "params": {"breadth": 1, "depth": 2, "n_evaluate": 1, "max_proposals": 3, "final": "value_answers"}}
     preds, *_ = solve(tmp_path, method, script)
     assert stages(preds[0]) == {"propose": 1, "value": 2 + 1, "answer": 1}
@@ -489,7 +489,7 @@ def test_self_reflection_answer_reflect_reanswer(tmp_path, tiny_data):
             return "again ANSWER: 0"
         return "first ANSWER: 1"
 
-    method = {"name": "self_reflection", "solver": "baselines.self_reflection:self_reflection",
+    method = {"name": "self_reflection", "solver": "agentic_repro.baselines.self_reflection:self_reflection",
               "params": {"template": COT}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
@@ -499,7 +499,7 @@ def test_self_reflection_answer_reflect_reanswer(tmp_path, tiny_data):
 
 
 def test_self_reflection_retry_type_makes_no_reflection_call(tmp_path, tiny_data):
-    method = {"name": "self_reflection", "solver": "baselines.self_reflection:self_reflection",
+    method = {"name": "self_reflection", "solver": "agentic_repro.baselines.self_reflection:self_reflection",
               "params": {"template": COT, "reflection": "retry"}}
     preds, *_ = solve(tmp_path, method, lambda m, s: "ANSWER: 0")
     assert stages(preds[0]) == {"answer": 1, "reanswer": 1}
@@ -517,7 +517,7 @@ def test_self_reflection_every_step_validates_each_step(tmp_path, tiny_data):
             return "So ANSWER: 0"
         return "careless: 0+0 is 1"
 
-    method = {"name": "sr_step", "solver": "baselines.self_reflection:self_reflection",
+    method = {"name": "sr_step", "solver": "agentic_repro.baselines.self_reflection:self_reflection",
               "params": {"template": COT, "mode": "every_step"}}
     preds, *_ = solve(tmp_path, method, script)
     p = preds[0]
@@ -535,7 +535,7 @@ def test_self_reflection_every_step_is_bounded(tmp_path, tiny_data):
             return "done ANSWER: 0"
         return "thinking more"
 
-    method = {"name": "sr_step", "solver": "baselines.self_reflection:self_reflection",
+    method = {"name": "sr_step", "solver": "agentic_repro.baselines.self_reflection:self_reflection",
               "params": {"template": COT, "mode": "every_step", "max_steps": 3}}
     preds, *_ = solve(tmp_path, method, script)
     assert stages(preds[0]) == {"step": 3, "validate": 3, "finalize": 1}
@@ -543,7 +543,7 @@ def test_self_reflection_every_step_is_bounded(tmp_path, tiny_data):
 
 
 def test_step_verdict_parser():
-    from baselines.self_reflection import step_is_valid
+    from agentic_repro.baselines.self_reflection import step_is_valid
 
     assert step_is_valid("ok\nVerdict: valid") and not step_is_valid("Verdict: invalid")
     assert not step_is_valid("This step is incorrect.") and step_is_valid("Looks right.")
@@ -555,7 +555,7 @@ NEW_METHODS = ["self_refine", "llm_debate", "llm_blender", "dylan", "tot", "self
 
 @pytest.mark.parametrize("name", NEW_METHODS)
 def test_method_configs_compose_and_build(name):
-    from harness.method import build_method
+    from agentic_repro.harness.method import build_method
     from tests.conftest import compose
 
     cfg = compose([f"method={name}"])
@@ -564,7 +564,7 @@ def test_method_configs_compose_and_build(name):
 
 
 def test_catalog_names_exist():
-    from baselines.catalog import ALL
+    from agentic_repro.baselines.catalog import ALL
 
     root = Path(__file__).resolve().parents[1] / "configs" / "method"
     assert set(NEW_METHODS) <= set(ALL)

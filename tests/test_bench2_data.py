@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import fetch_data as fd
+from agentic_repro.scripts import fetch_data as fd
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 BENCH2 = ["pubmedqa/pqa_labeled.jsonl", "strategyqa/strategyqa_train.jsonl", "strategyqa/strategyqa_dev_eladsegal.jsonl",
@@ -79,10 +79,10 @@ def test_training_splits_are_in_make_data():
 def test_make_data_places_math_train_from_shared(tmp_path):
     if not (SHARED / "math/math_train.jsonl").is_file():
         pytest.skip("../shared/datasets (the copy's source) is not beside this checkout")
-    out = subprocess.run([sys.executable, "-c", "import sys; from scripts import fetch_data as fd; "
+    out = subprocess.run([sys.executable, "-c", "import sys; from agentic_repro.scripts import fetch_data as fd; "
                           "fd.BLOB_DOWNLOADS.clear(); "
                           "fd.MANIFEST = {'math/math_train.jsonl': fd.MANIFEST['math/math_train.jsonl']}; "
-                          "import envs.data as e; e.fetch_alfworld = lambda *a: 'skip'; "
+                          "import agentic_repro.envs.data as e; e.fetch_alfworld = lambda *a: 'skip'; "
                           "e.fetch_webshop = e.fetch_agent_prompts = lambda *a: []; "
                           f"sys.exit(fd.main(['--dest', {str(tmp_path)!r}, '--shared', {str(SHARED)!r}]))"],
                          capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])

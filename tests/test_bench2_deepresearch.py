@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.deepresearch import BM25Corpus, criteria_for_prompt, parse_race_json, race_scores
-from harness.results import read_jsonl_tolerant
+from agentic_repro.evaluators.deepresearch import BM25Corpus, criteria_for_prompt, parse_race_json, race_scores
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -88,7 +88,7 @@ def _data(tmp_path, n=2, reference=True):
 
 def _spec(tmp_path, monkeypatch, data, judge=True):
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(data))
-    spec = make_spec(tmp_path, {"name": "deep_research", "solver": "baselines.deep_research:deep_research",
+    spec = make_spec(tmp_path, {"name": "deep_research", "solver": "agentic_repro.baselines.deep_research:deep_research",
                                 "params": {"n_queries": 2, "k": 2}, "roles": ["planner"]})
     bench = yaml.safe_load((ROOT / "configs/benchmark/deepresearch_bench.yaml").read_text())
     bench["search"]["corpus"] = "corpus.jsonl"
@@ -118,7 +118,7 @@ class RaceJudge(ScriptedBackbone):
     def reply(self, messages, sampling):
         prompt = messages[-1]["content"]
         self.seen.append(prompt)
-        from harness.llm import request_seed
+        from agentic_repro.harness.llm import request_seed
 
         if sampling["seed"] == request_seed(42, 0):
             return "I think the first article is better."  # no JSON: asked again
@@ -148,7 +148,7 @@ def test_race_run_end_to_end_with_scripted_backbones(tmp_path, monkeypatch):
 
 
 def test_race_needs_the_judge_role_and_the_reference_file(tmp_path, monkeypatch):
-    from harness.runner import Runner
+    from agentic_repro.harness.runner import Runner
 
     data = _data(tmp_path, reference=False)
     with pytest.raises(ValueError, match="judge role"):
@@ -162,7 +162,7 @@ def test_tavily_backend_needs_a_key_and_reads_results(monkeypatch):
     import http.server
     import threading
 
-    from evaluators.deepresearch import DeepResearchBench
+    from agentic_repro.evaluators.deepresearch import DeepResearchBench
 
     def bench():
         return DeepResearchBench({"name": "d", "search": {"backend": "tavily", "url": url}})
@@ -256,8 +256,8 @@ def test_race_empty_dimension_scores_as_the_release_and_zero_over_zero_is_no_sco
     """A weighted dimension the judge left empty averages 0 for both articles (the release): the reply is
     a judgement (it used to be asked again); the dimension's 0/0 ratio is undefined, not 0. Both totals 0 is
     no score at all: the reply is unusable (the release would write 0)."""
-    from evaluators.deepresearch import DeepResearchBench
-    from harness.types import Problem
+    from agentic_repro.evaluators.deepresearch import DeepResearchBench
+    from agentic_repro.harness.types import Problem
 
     judged = {"comprehensiveness": [{"criterion": "Coverage", "article_1_score": 6, "article_2_score": 4}],
               "insight": [], "instruction_following": [], "readability": []}
@@ -283,7 +283,7 @@ class FailingJudge(ScriptedBackbone):
         self.attempts: list[int] = []
 
     def reply(self, messages, sampling):
-        from harness.llm import request_seed
+        from agentic_repro.harness.llm import request_seed
 
         prompt = messages[-1]["content"]
         attempt = next(i for i in range(50) if request_seed(42, i) == sampling["seed"])

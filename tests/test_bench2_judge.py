@@ -6,10 +6,10 @@ import re
 
 import pytest
 
-from harness.backbone import BackboneError
-from harness.judge import JudgeSpec, judge_metrics, parse_verdict
-from harness.results import pass_at_k, read_jsonl_tolerant, sample_seed
-from harness.validate import ConfigError
+from agentic_repro.harness.backbone import BackboneError
+from agentic_repro.harness.judge import JudgeSpec, judge_metrics, parse_verdict
+from agentic_repro.harness.results import pass_at_k, read_jsonl_tolerant, sample_seed
+from agentic_repro.harness.validate import ConfigError
 from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -169,7 +169,7 @@ class FlakyOnce(ScriptedBackbone):
 
 
 def test_resume_with_samples_reruns_only_the_errored_sample(tmp_path, tiny_data):
-    from harness.llm import request_seed
+    from agentic_repro.harness.llm import request_seed
 
     spec = make_spec(tmp_path, dict(ASK), limit=2, runner={"fail_fast_after": 0})
     spec.samples_per_task = 2
@@ -184,7 +184,7 @@ def test_resume_with_samples_reruns_only_the_errored_sample(tmp_path, tiny_data)
 
 
 def test_samples_per_task_is_validated():
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
 
     with pytest.raises(ConfigError, match="samples_per_task"):
         spec_from_config(compose(["samples_per_task=0"]))

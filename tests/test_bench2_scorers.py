@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from evaluators import finqa, livebench, pubmedqa, socialmaze, strategyqa
-from evaluators.base import build_benchmark
-from evaluators.partition import PartitionError, partition_rows
-from harness.types import Problem
+from agentic_repro.evaluators import finqa, livebench, pubmedqa, socialmaze, strategyqa
+from agentic_repro.evaluators.base import build_benchmark
+from agentic_repro.evaluators.partition import PartitionError, partition_rows
+from agentic_repro.harness.types import Problem
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "data"
@@ -330,8 +330,8 @@ def test_math_l5_and_humaneval_dyflow_splits():
 
 def test_math_l5_judge_reads_the_reference_solution_which_methods_do_not_see():
     _needs("math/math_test_full.jsonl")
-    from harness.judge import judge_fields
-    from harness.view import ProblemView
+    from agentic_repro.harness.judge import judge_fields
+    from agentic_repro.harness.view import ProblemView
 
     b = build_benchmark(_cfg("math_l5", split="test"))
     p = b.load()[0][0]
@@ -422,7 +422,7 @@ def _race_reply(comp, ins):
 
 
 def _race_parse(text):
-    from evaluators.deepresearch import DeepResearchBench
+    from agentic_repro.evaluators.deepresearch import DeepResearchBench
 
     bench = DeepResearchBench({"name": "deepresearch_bench", "split": "test"})
     problem = Problem(id="deepresearch/1", index=0, fields={"criteria": RACE_CRIT, "language": "en"}, gold="ref",

@@ -1,4 +1,4 @@
-from harness.cache import ResponseCache, cache_key
+from agentic_repro.harness.cache import ResponseCache, cache_key
 
 MSG = [{"role": "user", "content": "hi"}]
 

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def cli(tmp_path: Path, *overrides: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, **(env or {})}
     full_env.pop("OPENAI_API_KEY", None) if env is None or "OPENAI_API_KEY" not in env else None
-    return subprocess.run([sys.executable, "-m", "harness.run", *overrides, f"results_root={tmp_path}/results",
+    return subprocess.run([sys.executable, "-m", "agentic_repro.harness.run", *overrides, f"results_root={tmp_path}/results",
                            f"cache.path={tmp_path}/c.sqlite", "runner.progress=false"],
                           cwd=ROOT, env=full_env, capture_output=True, text=True, timeout=120)
 

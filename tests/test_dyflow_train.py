@@ -1,4 +1,4 @@
-"""dyflow.train.collect on hand-written DyFlow run folders (the trace layout of dyflow/schema.py): stages become
+"""agentic_repro.dyflow.train.collect on hand-written DyFlow run folders (the trace layout of dyflow/schema.py): stages become
 (prompt -> G_t) examples labelled by the trajectory's outcome, SFT keeps the preferred, KTO balances 1:1, and
 the files carry their provenance (run ids, designer identity, sha256)."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from dyflow.schema import StageGraph
-from dyflow.train.collect import CollectOptions, collect, main, stage_examples
-from training.datasets import find_runs, read_dataset, trajectories
+from agentic_repro.dyflow.schema import StageGraph
+from agentic_repro.dyflow.train.collect import CollectOptions, collect, main, stage_examples
+from agentic_repro.training.datasets import find_runs, read_dataset, trajectories
 
 DESIGNER = {"backbone": "local", "own_backbone": False, "model": {"name": "local", "sha256": "ab12"},
             "adapter": {"name": "dyplanner", "sha256": "cd34", "training_data_sha256": "ef56"}}
@@ -130,7 +130,7 @@ def test_sft_keeps_preferred_and_kto_is_one_to_one_with_provenance(runs: Path, t
     assert {s["run_id"] for s in prov["sources"]} == {"selfplay/math/dyflow/local/42",
                                                       "selfplay/pubmedqa/dyflow/local/42"}
     assert all(len(s["files"]["predictions.jsonl"]) == 64 for s in prov["sources"])
-    assert prov["rules"]["ratio"] == 1.0 and "dyflow.train.collect.stage_examples" in prov["extractor"]
+    assert prov["rules"]["ratio"] == 1.0 and "agentic_repro.dyflow.train.collect.stage_examples" in prov["extractor"]
     assert res.kto.rows[0]["source"]["meta"]["designer"]["adapter"]["sha256"] == "cd34"
     summary = json.loads(res.summary_path.read_text())
     assert summary["sft"]["sha256"] == read_dataset(res.sft.path).sha256 and summary["designers"] == [DESIGNER]
@@ -147,7 +147,7 @@ def test_cross_task_collection_keeps_only_the_training_domains(runs: Path, tmp_p
 
 
 def test_dyflow_training_configs_are_d2():
-    from dyflow.train.pipeline import compose_stage
+    from agentic_repro.dyflow.train.pipeline import compose_stage
 
     sft = compose_stage("sft", ["data=x", "out=y"])
     kto = compose_stage("kto", ["data=x", "out=y"])
@@ -184,7 +184,7 @@ def test_collect_from_a_real_dyflow_run(tmp_path: Path, tiny_data):
 
 
 def test_serve_overrides_declare_every_trained_adapter(tmp_path: Path):
-    from dyflow.train.pipeline import serve_overrides
+    from agentic_repro.dyflow.train.pipeline import serve_overrides
 
     for sub in ("kto", "sft"):
         (tmp_path / sub / "adapter").mkdir(parents=True)
@@ -199,7 +199,7 @@ def test_serve_overrides_declare_every_trained_adapter(tmp_path: Path):
 def test_self_play_collection_refuses_a_run_on_a_scored_split(tmp_path: Path, capsys):
     """Training data never comes from a split that is scored: a test-split run (or one that recorded no split)
     stops the collection before anything is written, in one line naming the run and its split."""
-    from training.splits import ScoredSplitError
+    from agentic_repro.training.splits import ScoredSplitError
 
     root = tmp_path / "results"
     make_run(root / "ok", "math", [1.0, 0.0])
@@ -221,8 +221,8 @@ def test_self_play_collection_refuses_a_run_on_a_scored_split(tmp_path: Path, ca
 def test_sft_cutoff_follows_llamafactory_and_keeps_the_target():
     """LLaMA-Factory's cutoff_len rule, hand-checked in its three cases, against trl's keep_start, which cuts the
     sequence's end (the designer's reply first); DyFlow's SFT recipe defaults to the first (issue 21)."""
-    from dyflow.train.pipeline import compose_stage
-    from training.cutoff import cut, split_lengths
+    from agentic_repro.dyflow.train.pipeline import compose_stage
+    from agentic_repro.training.cutoff import cut, split_lengths
 
     assert split_lengths(3000, 100, 2048) == (1948, 100)     # a short target is kept whole, the source cut
     assert split_lengths(500, 3000, 2048) == (500, 1548)     # a short source is kept whole, the target cut
@@ -241,10 +241,10 @@ def test_sft_run_counts_the_cut_examples_and_trains_on_the_kept_target(tmp_path:
     keep_start on the few the prompt leaves."""
     from transformers import TrainerCallback
 
-    from training.cutoff import encode
-    from training.datasets import build_sft, find_runs, trace_examples
-    from training.fixtures import tiny_base
-    from training.train import _to_trl_rows, compose_config, train
+    from agentic_repro.training.cutoff import encode
+    from agentic_repro.training.datasets import build_sft, find_runs, trace_examples
+    from agentic_repro.training.fixtures import tiny_base
+    from agentic_repro.training.train import _to_trl_rows, compose_config, train
 
     run = tmp_path / "run"
     run.mkdir()
@@ -258,7 +258,7 @@ def test_sft_run_counts_the_cut_examples_and_trains_on_the_kept_target(tmp_path:
     (run / "meta.json").write_text(json.dumps({"run_id": "t/tiny/dyflow/b/1", "benchmark": {"name": "tiny"}}))
     ds = build_sft(find_runs([run]), trace_examples(), tmp_path / "sft.jsonl")
     tiny = tiny_base()
-    from harness.embedded.base_model import load_tokenizer, resolve_base
+    from agentic_repro.harness.embedded.base_model import load_tokenizer, resolve_base
 
     tok = load_tokenizer(resolve_base(str(tiny.hf_dir)))
     lens = {r["prompt"][0]["content"]: tuple(map(len, encode(tok, r))) for r in _to_trl_rows("sft", ds.rows)}

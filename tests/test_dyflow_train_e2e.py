@@ -1,5 +1,5 @@
 """DyFlow's designer training end to end on the tiny Qwen2 fixture (slow, CPU): hand-written DyFlow runs ->
-collect -> SFT -> KTO (continuing the SFT adapter) through ``dyflow.train.pipeline``; both losses fall; the KTO
+collect -> SFT -> KTO (continuing the SFT adapter) through ``agentic_repro.dyflow.train.pipeline``; both losses fall; the KTO
 adapter is then the designer role of a real harness run on the embedded llama-server (``roles.designer.adapter=``,
 no code change), where it changes the designer's generations and its identity (sha256, training-data sha256) is
 recorded; peft in process loads the same adapter. What training.train's own tests prove (resume, export format,
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 from tests.conftest import run_e2e
 from tests.test_dyflow_train import make_run
 
@@ -29,8 +29,8 @@ async def probe(problem, ctx, **_params) -> Solution:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
-    from dyflow.train.pipeline import run_pipeline
-    from training.fixtures import tiny_base
+    from agentic_repro.dyflow.train.pipeline import run_pipeline
+    from agentic_repro.training.fixtures import tiny_base
 
     tiny = tiny_base()
     tmp = tmp_path_factory.mktemp("dyflow_train")
@@ -60,8 +60,8 @@ def kto_init(res) -> str:
 
 
 def test_trained_adapter_is_the_designer_role_of_a_real_run(trained, tmp_path: Path):
-    from training.datasets import read_dataset
-    from training.identity import read_adapter_identity
+    from agentic_repro.training.datasets import read_dataset
+    from agentic_repro.training.identity import read_adapter_identity
 
     tiny, tmp, res = trained
     gguf = Path(res["kto"]["gguf"])

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dynagraph.config import Options
-from dynagraph.evaluator import Budget, decide, global_uncertainty
-from dynagraph.schema import Feedback, PlanNode, parse_feedback, validate_plan
-from dynagraph.topology import TaskGraph
+from agentic_repro.dynagraph.config import Options
+from agentic_repro.dynagraph.evaluator import Budget, decide, global_uncertainty
+from agentic_repro.dynagraph.schema import Feedback, PlanNode, parse_feedback, validate_plan
+from agentic_repro.dynagraph.topology import TaskGraph
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -190,7 +190,7 @@ def script_factory(*, bad_first_plan=True, patch_fails=False, expr_format_ok=Tru
 
 
 def method_cfg(**params):
-    return {"name": "dynagraph", "solver": "dynagraph.method:DynaGraph", "roles": ["planner", "expert1", "expert2",
+    return {"name": "dynagraph", "solver": "agentic_repro.dynagraph.method:DynaGraph", "roles": ["planner", "expert1", "expert2",
             "expert3"], "params": {"variant": "full", **params}}
 
 
@@ -292,7 +292,7 @@ def test_bm25_evidence_is_retrieved_recorded_and_gold_folders_refused(tmp_path: 
     assert ev["producer"].startswith("bm25:") and ev["payload"]["items"][0]["title"] == "Addition"
     assert "Evidence passages:" in t["executions"][0]["messages"][1]["content"]
     assert t["evidence"]["kind"] == "bm25" and len(t["evidence"]["sha256"]) == 64
-    from dynagraph.evidence import Bm25Index
+    from agentic_repro.dynagraph.evidence import Bm25Index
 
     bad = tmp_path / "strategyqa" / "facts.txt"
     bad.parent.mkdir()
@@ -302,7 +302,7 @@ def test_bm25_evidence_is_retrieved_recorded_and_gold_folders_refused(tmp_path: 
 
 
 def test_retry_message_lists_at_most_six_distinct_errors():
-    from dynagraph.method import _errors_text
+    from agentic_repro.dynagraph.method import _errors_text
 
     text = _errors_text([f"node {i} is malformed" for i in range(20)] + ["node 0 is malformed"])
     assert text.count("\n- ") == 6 and text.endswith("... and 14 more")

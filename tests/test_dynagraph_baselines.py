@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from baselines.react_qa import parse_action
+from agentic_repro.baselines.react_qa import parse_action
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -30,7 +30,7 @@ def test_react_searches_the_configured_corpus_then_finishes(tmp_path: Path, tiny
         if "Observation: [1] Doubling" in content:
             return f"Thought: so it is {2 * i}.\nAction: Finish[ANSWER: {2 * i}]"
         return "Thought: I should look it up.\nAction: Search[doubling a number]\nObservation: (made up)"
-    spec = make_spec(tmp_path, {"name": "react_qa", "solver": "baselines.react_qa:react_qa",
+    spec = make_spec(tmp_path, {"name": "react_qa", "solver": "agentic_repro.baselines.react_qa:react_qa",
                                 "params": {"evidence": "bm25", "corpus": str(corpus)}}, limit=2)
     m = run(spec, ScriptedBackbone(script))
     assert m["score"] == 1.0
@@ -41,7 +41,7 @@ def test_react_searches_the_configured_corpus_then_finishes(tmp_path: Path, tiny
 
 def test_react_closed_book_has_no_search_and_a_forced_final_answer(tmp_path: Path, tiny_data: Path):
     double = ScriptedBackbone(lambda m, s: "ANSWER: 0" if "out of steps" in m[-1]["content"] else "Thought: hmm")
-    spec = make_spec(tmp_path, {"name": "react_qa", "solver": "baselines.react_qa:react_qa",
+    spec = make_spec(tmp_path, {"name": "react_qa", "solver": "agentic_repro.baselines.react_qa:react_qa",
                                 "params": {"max_steps": 2}}, limit=1)
     run(spec, double)
     p = preds_of(spec)[0]
@@ -60,7 +60,7 @@ def test_reflexion_reflects_after_a_self_judged_failure(tmp_path: Path, tiny_dat
         if "Reflections from earlier trials" in c:
             return "Action: Finish[ANSWER: 0]"
         return "Action: Finish[ANSWER: 7]"
-    spec = make_spec(tmp_path, {"name": "reflexion_qa", "solver": "baselines.reflexion_qa:reflexion_qa",
+    spec = make_spec(tmp_path, {"name": "reflexion_qa", "solver": "agentic_repro.baselines.reflexion_qa:reflexion_qa",
                                 "params": {}}, limit=1)
     run(spec, ScriptedBackbone(script))
     p = preds_of(spec)[0]
@@ -77,7 +77,7 @@ def test_multi_agent3_static_pipeline_and_instance_label(tmp_path: Path, tiny_da
         if "write the final answer" in c:
             return "ANSWER: 0"
         return "0+0 is 0."
-    spec = make_spec(tmp_path, {"name": "multi_agent3", "solver": "baselines.multi_agent3:multi_agent3",
+    spec = make_spec(tmp_path, {"name": "multi_agent3", "solver": "agentic_repro.baselines.multi_agent3:multi_agent3",
                                 "roles": ["expert1", "expert2", "expert3"], "params": {}}, limit=1)
     run(spec, ScriptedBackbone(script))
     p = preds_of(spec)[0]

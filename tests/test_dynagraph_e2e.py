@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    from training.fixtures import lora_gguf
+    from agentic_repro.training.fixtures import lora_gguf
 
     out = tmp_path_factory.mktemp("dg-adapters")
     return {"planner": lora_gguf("local", out, seed=1, name="planner"),

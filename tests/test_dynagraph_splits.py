@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.data import data_dir
-from harness.benchmark import build_benchmark
-from scripts.runs import load_experiment
+from agentic_repro.evaluators.data import data_dir
+from agentic_repro.harness.benchmark import build_benchmark
+from agentic_repro.scripts.runs import load_experiment
 from tests.conftest import compose
-from training.splits import TRAIN_SPLITS, run_split
+from agentic_repro.training.splits import TRAIN_SPLITS, run_split
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import RunSpec
-from scripts.dynagraph_tables import build, intervention_mix
-from scripts.runs import load_experiment
-from scripts.collect import RunIndex
+from agentic_repro.harness.runner import RunSpec
+from agentic_repro.scripts.dynagraph_tables import build, intervention_mix
+from agentic_repro.scripts.runs import load_experiment
+from agentic_repro.scripts.collect import RunIndex
 from tests.conftest import run
 from tests.doubles import ScriptedBackbone
 from tests.test_dynagraph import script_factory
@@ -30,7 +30,7 @@ def spec_for(tmp_path: Path, method: dict, bench_name: str) -> RunSpec:
 
 
 def test_table1_cells_paper_column_and_mix(tmp_path: Path, tiny_data: Path):
-    method = {"name": "dynagraph", "solver": "dynagraph.method:DynaGraph",
+    method = {"name": "dynagraph", "solver": "agentic_repro.dynagraph.method:DynaGraph",
               "roles": ["planner", "expert1", "expert2", "expert3"], "params": {}}
     m = run(spec_for(tmp_path, method, "strategyqa"), ScriptedBackbone(script_factory()))
     assert m["score"] == 1.0
@@ -64,7 +64,7 @@ def test_table1_cells_paper_column_and_mix(tmp_path: Path, tiny_data: Path):
 
 # ---- issue 20: fallbacks counted, latency from fresh calls only, unknown TFLOPs ------------------------------
 
-DG = {"name": "dynagraph", "solver": "dynagraph.method:DynaGraph", "roles": ["planner", "expert1", "expert2", "expert3"]}
+DG = {"name": "dynagraph", "solver": "agentic_repro.dynagraph.method:DynaGraph", "roles": ["planner", "expert1", "expert2", "expert3"]}
 
 
 def _spec(tmp_path: Path, root: str, *, limit: int = 2, **params) -> RunSpec:
@@ -172,7 +172,7 @@ def test_protocol_lines_come_from_the_recorded_configs(tmp_path: Path, tiny_data
                max_tokens_expert=256)
     dg.full_config["sampling"] = sampling
     run(dg, ScriptedBackbone(script_factory(bad_first_plan=False)))
-    sc = spec_for(tmp_path, {"name": "cot_sc", "solver": "baselines.simple:cot_sc",
+    sc = spec_for(tmp_path, {"name": "cot_sc", "solver": "agentic_repro.baselines.simple:cot_sc",
                              "params": {"template": "{task}\n\n{answer_instruction}", "k": 3, "temperature": 0.5}},
                   "strategyqa")
     sc.results_root, sc.sampling, sc.full_config["sampling"] = tmp_path / "r", sampling, sampling
@@ -183,7 +183,7 @@ def test_protocol_lines_come_from_the_recorded_configs(tmp_path: Path, tiny_data
     (tiny_data / "finqa").mkdir()
     shutil.copy(tiny_data / "finqa_test.json", tiny_data / "finqa" / "test.json")
     answers = iter(["Program: subtract(5829, 5735), divide(#0, 5735)", "Answer: 1150", "Answer: 14.1%"])
-    fq = spec_for(tmp_path, {"name": "io", "solver": "baselines.simple:io", "params": {"template": "{task}"}}, "finqa")
+    fq = spec_for(tmp_path, {"name": "io", "solver": "agentic_repro.baselines.simple:io", "params": {"template": "{task}"}}, "finqa")
     fq.benchmark_cfg = {**compose(["benchmark=finqa"])["benchmark"], "limit": None}
     fq.full_config["benchmark"] = fq.benchmark_cfg
     fq.results_root, fq.runner_cfg["max_concurrent_problems"] = tmp_path / "r", 1

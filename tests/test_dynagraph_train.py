@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from dynagraph.critic import CriticOptions, reward, s_cost
-from dynagraph.train.data import critic_plans, expert_steps
-from harness.llm import request_seed
+from agentic_repro.dynagraph.critic import CriticOptions, reward, s_cost
+from agentic_repro.dynagraph.train.data import critic_plans, expert_steps
+from agentic_repro.harness.llm import request_seed
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_dynagraph import plan, script_factory
-from training.datasets import build_dpo, build_sft, find_runs, read_dataset, trajectories
+from agentic_repro.training.datasets import build_dpo, build_sft, find_runs, read_dataset, trajectories
 
 
 def test_critic_reward_on_hand_computed_trajectories():
@@ -57,7 +57,7 @@ def sampling_script():
 
 def _sampling_run(tmp_path: Path, script, limit: int):
     """A dynagraph_sample run (3 plan samples per problem) of the first ``limit`` tiny problems: (spec, metrics)."""
-    method = {"name": "dynagraph_sample", "solver": "dynagraph.method:DynaGraph",
+    method = {"name": "dynagraph_sample", "solver": "agentic_repro.dynagraph.method:DynaGraph",
               "roles": ["planner", "expert1", "expert2", "expert3"], "params": {"plan_samples": 3}}
     spec = make_spec(tmp_path, method, limit=limit)
     return spec, run(spec, ScriptedBackbone(script))
@@ -99,8 +99,8 @@ def test_expert_sft_examples_per_role(sample_run: Path, tmp_path: Path):
 def test_dpo_on_the_tiny_model_loss_falls_and_the_adapter_changes_generations(sample_run: Path, tmp_path: Path):
     from llama_cpp import Llama
 
-    from training.fixtures import tiny_base
-    from training.train import compose_config, train
+    from agentic_repro.training.fixtures import tiny_base
+    from agentic_repro.training.train import compose_config, train
 
     tiny = tiny_base()
     ds = build_dpo(find_runs([sample_run]), critic_plans(), tmp_path / "dpo.jsonl")
@@ -175,7 +175,7 @@ def test_each_candidate_is_labelled_by_its_own_answer(mixed_run: Path, tmp_path:
 
 
 def test_dpo_and_sft_builders_refuse_a_scored_split(mixed_run: Path, tmp_path: Path, capsys):
-    from dynagraph.train.__main__ import main
+    from agentic_repro.dynagraph.train.__main__ import main
 
     assert main(["dpo", str(mixed_run), "--out", str(tmp_path / "dpo.jsonl")]) == 2      # make_spec's split: test
     err = capsys.readouterr().err.strip()

@@ -42,7 +42,7 @@ def test_interrupt_keeps_finished_problems_and_the_rerun_continues(tmp_path, sig
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    cmd = [sys.executable, "-m", "harness.run", "method=cot", "benchmark=gsm8k", "limit=4", "backbone=local",
+    cmd = [sys.executable, "-m", "agentic_repro.harness.run", "method=cot", "benchmark=gsm8k", "limit=4", "backbone=local",
            "backbone.sampling.max_tokens=96", f"results_root={tmp_path}/results", f"cache.path={tmp_path}/c.sqlite",
            "runner.progress=false", "runner.max_concurrent_problems=1"]
     # one problem at a time: with the server's parallel slots all four finished together, so the signal

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
-from harness.runner import Runner
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.runner import Runner
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.scripted_env import CounterBenchmark, counter_bench_cfg, counter_data, walker_script
@@ -160,7 +160,7 @@ def test_an_engine_exception_and_a_hung_step_are_errors(tmp_path, counter):
 
 
 def test_env_config_is_validated(tmp_path, counter):
-    from harness.env import EnvSpec
+    from agentic_repro.harness.env import EnvSpec
 
     with pytest.raises(ValueError, match="unknown key"):
         EnvSpec.from_config({"engine": "x:y", "max_step": 3})

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from envs.alfworld import ALFWorld, ALFWorldEngine, rewrite_action, task_type
-from evaluators.data import data_dir
-from harness.types import Problem
+from agentic_repro.envs.alfworld import ALFWorld, ALFWorldEngine, rewrite_action, task_type
+from agentic_repro.evaluators.data import data_dir
+from agentic_repro.harness.types import Problem
 
 CFG = yaml.safe_load((Path(__file__).parents[1] / "configs" / "benchmark" / "alfworld.yaml").read_text())
 

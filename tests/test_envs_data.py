@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-import envs.data as envdata
+import agentic_repro.envs.data as envdata
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
 FIX = Path(__file__).parent / "fixtures" / "webshop"

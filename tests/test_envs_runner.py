@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.results import read_jsonl_tolerant
-from harness.types import Solution
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.types import Solution
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -72,13 +72,13 @@ def _alfworld(**kw):
 
 
 def _walkthrough(problem_id: str) -> list[str]:
-    from evaluators.data import data_dir
+    from agentic_repro.evaluators.data import data_dir
 
     return json.loads((data_dir() / "alfworld/json_2.1.1" / problem_id / "game.tw-pddl").read_text())["walkthrough"]
 
 
 def test_alfworld_scripted_policy_through_the_runner(tmp_path):
-    from envs.alfworld import ALFWorld
+    from agentic_repro.envs.alfworld import ALFWorld
 
     games = [p.id for p in ALFWorld(_alfworld(limit=2)).load()[0]]
     plans = {games[0]: _walkthrough(games[0]), games[1]: ["look", "inventory", "look"]}
@@ -108,7 +108,7 @@ def test_alfworld_step_cap_truncates(tmp_path):
 
 
 def test_a_crashed_alfworld_engine_is_an_error_not_a_zero(tmp_path, monkeypatch):
-    from evaluators.data import data_dir
+    from agentic_repro.evaluators.data import data_dir
 
     src = sorted((data_dir() / "alfworld/json_2.1.1/valid_unseen").glob("*/*/game.tw-pddl"))[0]
     root = tmp_path / "data"
@@ -133,7 +133,7 @@ def _webshop_cfg():
 
 
 def test_webshop_fixture_scripted_policy_through_the_runner(tmp_path):
-    from envs.webshop.benchmark import WebShop
+    from agentic_repro.envs.webshop.benchmark import WebShop
 
     problems = WebShop(_webshop_cfg()).load()[0]
     plans = {}
@@ -174,7 +174,7 @@ def test_webshop_without_the_product_files_fails_in_one_line(tmp_path, monkeypat
 
 @pytest.mark.slow
 def test_embedded_model_acts_in_a_real_alfworld_game(tmp_path):
-    from harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.runner import run_spec, spec_from_config
     from tests.conftest import _SERVERS, compose
 
     cfg = compose(["benchmark=alfworld", "backbone=local", "limit=1", "backbone.sampling.max_tokens=24",
@@ -197,7 +197,7 @@ def test_embedded_model_acts_in_a_real_alfworld_game(tmp_path):
 
 @pytest.mark.parametrize("bench", ["alfworld", "webshop"])
 def test_benchmark_configs_compose_and_validate(bench):
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
     from tests.conftest import compose
 
     spec = spec_from_config(compose([f"benchmark={bench}", "backbone=local"]))

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from envs.webshop import catalog
-from envs.webshop.engine import WebShopEngine, parse_action
-from envs.webshop.reward import (fallback_nouns, normalize_color, option_matches, purchase_reward,
+from agentic_repro.envs.webshop import catalog
+from agentic_repro.envs.webshop.engine import WebShopEngine, parse_action
+from agentic_repro.envs.webshop.reward import (fallback_nouns, normalize_color, option_matches, purchase_reward,
                                  type_reward)
-from envs.webshop.search import Analyzer, ProductSearch, document_text
-from harness.types import Problem
+from agentic_repro.envs.webshop.search import Analyzer, ProductSearch, document_text
+from agentic_repro.harness.types import Problem
 
 FIX = Path(__file__).parent / "fixtures" / "webshop"
 FILES = (FIX / "items_shuffle_1000.json", FIX / "items_ins_v2_1000.json", FIX / "items_human_ins.json")
@@ -289,7 +289,7 @@ def _cfg(tmp_path, **kw):
 
 
 def test_missing_product_files_fail_in_one_line_naming_them_and_the_command(tmp_path):
-    from envs.webshop.benchmark import WebShop
+    from agentic_repro.envs.webshop.benchmark import WebShop
 
     (tmp_path / "webshop").mkdir()
     shutil.copy(FIX / "items_ins_v2_1000.json", tmp_path / "webshop")
@@ -301,7 +301,7 @@ def test_missing_product_files_fail_in_one_line_naming_them_and_the_command(tmp_
 
 
 def test_unverified_product_files_are_refused_unless_allowed_and_then_labelled(tmp_path):
-    from envs.webshop.benchmark import WebShop
+    from agentic_repro.envs.webshop.benchmark import WebShop
 
     shutil.copytree(FIX, tmp_path / "webshop")
     with pytest.raises(ValueError, match="allow_unverified_data"):
@@ -317,7 +317,7 @@ def test_unverified_product_files_are_refused_unless_allowed_and_then_labelled(t
 def test_noun_tagger_choice_is_recorded():
     import importlib.util
 
-    from envs.webshop.reward import noun_tagger
+    from agentic_repro.envs.webshop.reward import noun_tagger
 
     assert noun_tagger("fallback")[1] == "fallback:content-words-v1"
     # the original's model: goal.py loads en_core_web_lg (not en_core_web_sm)
@@ -346,7 +346,7 @@ def _lines(text: str) -> list[str]:
 
 
 def test_react_rendering_reproduces_the_react_prompt_pages():
-    from envs.webshop import pages
+    from agentic_repro.envs.webshop import pages
 
     title = ("Bright Citrus Deodorant by Earth Mama | Natural and Safe for Sensitive Skin, Pregnancy and "
              "Breastfeeding, Contains Organic Calendula 3-Ounce")
@@ -406,7 +406,7 @@ def test_every_scored_webshop_problem_records_its_noun_tagger(tmp_path):
         return "<think>t</think><action>click[< prev]</action>"
 
     for name, fn in (("buys", script), ("never", never_buys)):
-        spec = make_spec(tmp_path / name, {"name": "react", "solver": "baselines.react:react",
+        spec = make_spec(tmp_path / name, {"name": "react", "solver": "agentic_repro.baselines.react:react",
                                            "params": {"few_shot": 0, "style": "auq"}})
         spec.benchmark_cfg.clear()
         spec.benchmark_cfg.update({**cfg, "limit": 1})
@@ -422,6 +422,6 @@ def test_every_scored_webshop_problem_records_its_noun_tagger(tmp_path):
 
 
 def noun_tagger_name():
-    from envs.webshop.reward import noun_tagger
+    from agentic_repro.envs.webshop.reward import noun_tagger
 
     return noun_tagger("auto")[1]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from evaluators import extract as ex
+from agentic_repro.evaluators import extract as ex
 
 
 def test_version_is_recorded() -> None:

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
-from harness.runner import RunSpec, Runner
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.runner import RunSpec, Runner
 from tests.fault_server import FaultServer, backbone_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -98,7 +98,7 @@ CHILD = """
 import asyncio, json, sys
 sys.path.insert(0, {root!r})
 from tests.test_faults import fault_spec
-from harness.runner import Runner
+from agentic_repro.harness.runner import Runner
 from pathlib import Path
 spec = fault_spec(Path({tmp!r}), {url!r})
 asyncio.run(Runner(spec).run())

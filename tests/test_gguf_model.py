@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from harness.embedded import gguf as gm
-from harness.embedded.gguf import (
+from agentic_repro.harness.embedded import gguf as gm
+from agentic_repro.harness.embedded.gguf import (
     GGUFError,
     ModelIntegrityError,
     ModelNotInstalledError,

@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from evaluators.math_tasks import GSM8K
-from harness.types import Problem
+from agentic_repro.evaluators.math_tasks import GSM8K
+from agentic_repro.harness.types import Problem
 
 
 def _problem(gold: str) -> Problem:

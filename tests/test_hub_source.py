@@ -4,7 +4,7 @@ from __future__ import annotations
 import sys
 import types
 
-from evaluators.base import build_benchmark
+from agentic_repro.evaluators.base import build_benchmark
 from tests.conftest import compose
 
 

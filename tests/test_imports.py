@@ -18,10 +18,14 @@ SKIP = {".venv", ".git", "results", "data", ".cache", "node_modules"}
 COMPONENTS = ("evaluators.sandbox",)
 
 
+#: the one import name our folders are imported under (agentic_repro/__init__.py; tests/test_import_name.py)
+ONE_NAME = "agentic_repro"
+
+
 def packages(root: Path) -> set[str]:
     """Top-level folders of ``root`` that hold Python code (``tests`` and ``bench`` included)."""
     return {p.name for p in root.iterdir() if p.is_dir() and p.name not in SKIP and not p.name.startswith(".")
-            and any(p.rglob("*.py"))}
+            and p.name != ONE_NAME and any(p.rglob("*.py"))}
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -40,7 +44,9 @@ def imported_modules(path: Path) -> set[str]:
 
 
 def node_of(module: str, pkgs: set[str], components: tuple[str, ...]) -> str | None:
-    """The graph node a module belongs to: its component, else its top-level package (None: not ours)."""
+    """The graph node a module belongs to: its component, else its top-level package (None: not ours). Our
+    modules are imported as ``agentic_repro.<folder>...``: the node is the folder."""
+    module = module.removeprefix(f"{ONE_NAME}.")
     for c in components:
         if module == c or module.startswith(c + "."):
             return c

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from evaluators.killable import TIMEOUT, call_with_deadline
+from agentic_repro.evaluators.killable import TIMEOUT, call_with_deadline
 
 
 def _add(a: int, b: int) -> int:

@@ -1,4 +1,4 @@
-"""Sweeps on the cluster launchers, for real (docs/cluster.md): Hydra multiruns of ``scripts.run_point`` on the
+"""Sweeps on the cluster launchers, for real (docs/cluster.md): Hydra multiruns of ``agentic_repro.scripts.run_point`` on the
 basic launcher, on ``submitit_local`` (submitit's local executor: the SLURM launcher's code path, one process per
 job) and on the Ray launcher against a real local Ray cluster (``ray start --head`` on 127.0.0.1, stopped by the
 fixture), each against a loopback OpenAI-compatible server (tests/fault_server.py) that counts the requests of
@@ -28,8 +28,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.llm import request_seed
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.llm import request_seed
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.fault_server import FaultServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -73,7 +73,7 @@ def _free_ports(n: int) -> list[int]:
 
 def _sweep(tmp: Path, url: str, seeds: str, sweep_dir: Path, launcher: list[str],
            env: dict[str, str] | None = None, cache: str | None = None) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "scripts.run_point", "-m", "method=cot", "benchmark=gsm8k", f"limit={LIMIT}",
+    cmd = [sys.executable, "-m", "agentic_repro.scripts.run_point", "-m", "method=cot", "benchmark=gsm8k", f"limit={LIMIT}",
            "experiment=launchers", f"seed={seeds}", "backbone=vllm", "backbone.name=fault",
            "backbone.model=fault-model", f"backbone.base_url={url}", "backbone.max_concurrency=1",
            "runner.max_concurrent_problems=1", "backbone.retry.max_attempts=2", "+backbone.retry.base_delay_s=0.01",
@@ -99,9 +99,9 @@ def _run_dir(tmp: Path, seed: int) -> Path:
 
 def _first_questions(n: int) -> list[str]:
     """The first n GSM8K test questions as the run selects them (limit=n), for the server's fault rule."""
-    from evaluators.base import build_benchmark
-    from harness.runner import spec_from_config
-    from scripts.runs import compose
+    from agentic_repro.evaluators.base import build_benchmark
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.scripts.runs import compose
 
     spec = spec_from_config(compose(["method=cot", "benchmark=gsm8k", f"limit={n}"]))
     problems, _ = build_benchmark(spec.benchmark_cfg).load()
@@ -169,10 +169,10 @@ def same_point_scenario(tmp: Path, launcher: list[str], env: dict[str, str] | No
 def test_a_point_held_by_another_worker_is_refused_before_its_files_are_read(tmp_path, capsys):
     """The done-check holds the folder's lock: a holder's half-written config.yaml is never read (it would be
     refused as 'a run with different settings'), the point is refused naming the holder."""
-    from harness.lock import FolderBusy, FolderLock
-    from harness.runner import spec_from_config
-    from scripts.run_point import run_point
-    from scripts.runs import compose
+    from agentic_repro.harness.lock import FolderBusy, FolderLock
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.scripts.run_point import run_point
+    from agentic_repro.scripts.runs import compose
 
     cfg = compose(["method=cot", "benchmark=gsm8k", "limit=2", "experiment=busy", "backbone=vllm",
                    "backbone.base_url=http://127.0.0.1:9/v1", f"results_root={tmp_path / 'results'}",
@@ -187,8 +187,8 @@ def test_a_point_held_by_another_worker_is_refused_before_its_files_are_read(tmp
 
 
 def test_sweep_on_ray_nulls_the_launchers_object_store_memory():
-    from scripts.runs import load_experiment
-    from scripts.sweep import commands
+    from agentic_repro.scripts.runs import load_experiment
+    from agentic_repro.scripts.sweep import commands
 
     exp = load_experiment("sensitivity")
     ray = commands(exp, {"backbone": "gpt-4o-mini", "launcher": "ray", "params": "tau_sim"},

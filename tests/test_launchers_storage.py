@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cache as cache_mod
-from harness.cache import CacheError, ResponseCache, filesystem_type, journal_mode_for
+from agentic_repro.harness import cache as cache_mod
+from agentic_repro.harness.cache import CacheError, ResponseCache, filesystem_type, journal_mode_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -60,7 +60,7 @@ def test_a_local_cache_is_in_wal_mode(tmp_path):
 
 WRITER = """
 import sys
-import harness.cache as c
+import agentic_repro.harness.cache as c
 c.filesystem_type = lambda path, mounts=None: "nfs4"   # this file counts as one on a network file system
 cache = c.ResponseCache(sys.argv[1])
 assert cache.journal_mode == "delete", cache.journal_mode
@@ -103,7 +103,7 @@ def test_a_wal_cache_open_elsewhere_is_refused_on_a_network_file_system(tmp_path
 
 
 def test_a_results_folder_whose_file_system_refuses_flock_is_named(tmp_path, monkeypatch):
-    from harness import lock as lock_mod
+    from agentic_repro.harness import lock as lock_mod
 
     def no_locks(fd, op):
         raise OSError(errno.ENOLCK, "No locks available")

@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from harness.ledger import CallLog, CallRecord, CallSummary, LedgerFile, Price, flops_estimate
+from agentic_repro.harness.ledger import CallLog, CallRecord, CallSummary, LedgerFile, Price, flops_estimate
 
 
 def test_price_cost_is_usd_per_million_tokens():
@@ -99,7 +99,7 @@ class _Broken:
 
 
 def test_a_failed_ledger_write_is_named_and_the_first_failure_kept(tmp_path):
-    from harness.results import ResultsWriteError
+    from agentic_repro.harness.results import ResultsWriteError
 
     led = LedgerFile(tmp_path / "calls.jsonl")
     led._fh = _Broken(errno.ENOSPC)

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from harness.embedded import build as lb
+from agentic_repro.harness.embedded import build as lb
 
 
 def test_key_changes_with_the_sdist_or_any_flag():

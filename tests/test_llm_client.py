@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from harness.cache import ResponseCache
-from harness.llm import LLMClient
+from agentic_repro.harness.cache import ResponseCache
+from agentic_repro.harness.llm import LLMClient
 from tests.doubles import ScriptedBackbone
 
 MSG = [{"role": "user", "content": "draw"}]
@@ -100,7 +100,7 @@ class FlakyBackbone(ScriptedBackbone):
         self.seen_seeds = []
 
     async def complete(self, messages, sampling, n, **kw):
-        from harness.backbone import BackboneError
+        from agentic_repro.harness.backbone import BackboneError
 
         self.seen_seeds.append(sampling["seed"])
         if len(self.seen_seeds) - 1 in self.fail_indices:
@@ -110,7 +110,7 @@ class FlakyBackbone(ScriptedBackbone):
 
 
 def test_answered_samples_are_cached_even_when_a_sibling_fails(tmp_path):
-    from harness.backbone import BackboneError
+    from agentic_repro.harness.backbone import BackboneError
 
     bb = FlakyBackbone({2})  # the third of five sample requests fails for good
     c = client(tmp_path, bb)
@@ -164,7 +164,7 @@ def test_each_completion_is_cached_the_moment_it_arrives(tmp_path):
 
 
 def test_records_carry_role_model_identity_and_adapter(tmp_path):
-    from harness.backbone import BackboneError
+    from agentic_repro.harness.backbone import BackboneError
 
     class WithAdapters(ScriptedBackbone):
         adapters = {"planner": {"name": "planner", "sha256": "ab" * 32}}
@@ -191,14 +191,14 @@ def test_records_carry_role_model_identity_and_adapter(tmp_path):
         asyncio.run(c.generate(MSG, stage="s", problem_id="p", seed=1, sink=recs.append, adapter="nope"))
     assert len(bb.requests) == 2  # validated before any request
     # a base-model key is unchanged by the adapter feature (existing caches stay valid)
-    from harness.cache import cache_key
+    from agentic_repro.harness.cache import cache_key
 
     assert cache_key("b", MSG, {"seed": 1}, 0) == cache_key("b", MSG, {"seed": 1}, 0, None)
 
 
 def test_fail_fast_stops_calling_a_dead_backbone(tmp_path):
-    from harness.backbone import BackboneError
-    from harness.llm import RunAborted
+    from agentic_repro.harness.backbone import BackboneError
+    from agentic_repro.harness.llm import RunAborted
 
     class Dead(ScriptedBackbone):
         async def complete(self, messages, sampling, n, **kw):

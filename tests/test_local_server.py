@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.embedded import server as ls
-from harness.embedded.server import LocalServer, LocalServerError, ServerPool
+from agentic_repro.harness.embedded import server as ls
+from agentic_repro.harness.embedded.server import LocalServer, LocalServerError, ServerPool
 
 FAKE_SERVER = textwrap.dedent(
     """
@@ -252,7 +252,7 @@ MESSAGES = [
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory):
     """llama-server (the default impl, built by `make install-server`) with 1 slot, 1 thread."""
-    from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
+    from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]
     path = resolve_gguf(spec)
@@ -336,7 +336,7 @@ def test_real_concurrent_requests_are_not_truncated(real_server) -> None:
 def test_real_embedded_backbone_through_the_http_client(tmp_path: Path) -> None:
     """The shipped `local` config end to end: llama-server with parallel slots, n>1 counted per choice,
     and parallel: 1 bitwise-deterministic at temperature 0."""
-    from harness.backbones import build_backbone
+    from agentic_repro.harness.backbones import build_backbone
     from tests.conftest import compose
 
     cfg = compose(["backbone=local", "backbone.server.n_threads=1", "backbone.server.n_ctx=2048"])["backbone"]
@@ -372,7 +372,7 @@ def test_real_python_server_concurrent_requests_are_not_truncated(tmp_path: Path
         pytest.skip("server.impl=python is optional and not installed here: `make install-python-server`")
     from openai import AsyncOpenAI
 
-    from harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
+    from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
 
     spec = KNOWN_MODELS[DEFAULT_MODEL]
     with ServerPool(use_env=False) as pool:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from evaluators.base import ScorerFailure
-from evaluators.math_equiv import STAGES, _latex_to_py, _safe_py, is_equiv, normalize_math
+from agentic_repro.evaluators.base import ScorerFailure
+from agentic_repro.evaluators.math_equiv import STAGES, _latex_to_py, _safe_py, is_equiv, normalize_math
 
 
 @pytest.mark.parametrize("pred, gold, stage", [
@@ -80,7 +80,7 @@ def test_a_dead_sympy_child_is_a_scorer_failure(monkeypatch) -> None:
     import os
     import signal
 
-    from evaluators import math_equiv
+    from agentic_repro.evaluators import math_equiv
 
     def dies(a, b):
         os.kill(os.getpid(), signal.SIGKILL)   # runs in the forked child only
@@ -91,7 +91,7 @@ def test_a_dead_sympy_child_is_a_scorer_failure(monkeypatch) -> None:
 
 
 def test_a_crash_in_the_sympy_child_is_a_scorer_failure(monkeypatch) -> None:
-    from evaluators import math_equiv
+    from agentic_repro.evaluators import math_equiv
 
     def crashes(a, b):
         raise AttributeError("checker bug")

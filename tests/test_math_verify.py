@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from evaluators.base import ScorerFailure
-from evaluators.math_tasks import MATH
-from evaluators.math_verify_equiv import math_verify_equiv
-from harness.types import Problem
+from agentic_repro.evaluators.base import ScorerFailure
+from agentic_repro.evaluators.math_tasks import MATH
+from agentic_repro.evaluators.math_verify_equiv import math_verify_equiv
+from agentic_repro.harness.types import Problem
 
 # (class, output, gold, hand verdict, aflow verdict)
 CASES = [
@@ -117,7 +117,7 @@ def test_math_verify_is_killed_at_the_time_limit_and_that_is_an_error() -> None:
 
 @pytest.fixture
 def loaded():
-    from evaluators import math_verify_equiv as mve
+    from agentic_repro.evaluators import math_verify_equiv as mve
 
     mve._math_verify()
     return mve._LOADED
@@ -173,14 +173,14 @@ def test_through_the_runner_a_failing_checker_makes_the_problem_an_error(tmp_pat
                                                                          loaded) -> None:
     import json
 
-    from harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.results import read_jsonl_tolerant
     from tests.conftest import make_spec, run
     from tests.doubles import ScriptedBackbone
 
     rows = [{"id": f"m{i}", "problem": f"What is {i}+{i}?", "answer": str(2 * i)} for i in range(3)]
     (tiny_data / "math.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}})
-    spec.benchmark_cfg.update({"name": "math", "kind": "evaluators.math_tasks.MATH", "splits": {"test": "math.jsonl"},
+    spec.benchmark_cfg.update({"name": "math", "kind": "agentic_repro.evaluators.math_tasks.MATH", "splits": {"test": "math.jsonl"},
                                "answer_instruction": "Box it."})
     real = loaded["verify"]
 

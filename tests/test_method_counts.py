@@ -28,7 +28,7 @@ def test_run_counts_land_in_metrics_json(tmp_path, tiny_data):
 
 
 def test_dynagraph_and_dyflow_configs_name_their_counters():
-    from harness.method import resolve
+    from agentic_repro.harness.method import resolve
 
     for name in ("dynagraph", "dynagraph_sample", "dynagraph_wo_patching", "dynagraph_wo_reconstruction", "dyflow"):
         cfg = yaml.safe_load(open(f"configs/method/{name}.yaml"))

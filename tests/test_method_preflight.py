@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from harness.runner import Runner
+from agentic_repro.harness.runner import Runner
 from tests.conftest import make_spec
 from tests.doubles import ScriptedBackbone
 
@@ -46,10 +46,10 @@ def test_a_passing_preflight_runs_once_per_run(tmp_path, tiny_data):
 
 def test_a_searched_method_without_its_artifact_stops_before_any_call(tmp_path, tiny_data):
     """Before the preflight hook, a missing artifact failed every problem with the same error, one by one."""
-    from baselines.autoflow.artifact import ArtifactError
+    from agentic_repro.baselines.autoflow.artifact import ArtifactError
 
     missing = tmp_path / "search" / "{benchmark}" / "artifact.json"
-    runner, backbone = _runner(tmp_path, {"name": "aflow", "solver": "baselines.autoflow.artifact:ArtifactMethod",
+    runner, backbone = _runner(tmp_path, {"name": "aflow", "solver": "agentic_repro.baselines.autoflow.artifact:ArtifactMethod",
                                           "params": {"artifact": str(missing)}})
     with pytest.raises(ArtifactError, match="run the search first"):
         asyncio.run(runner.run())

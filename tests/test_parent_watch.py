@@ -9,7 +9,7 @@ import time
 
 PARENT = """
 import subprocess, sys, os, time
-child = subprocess.Popen([sys.executable, "-m", "harness.embedded.parent_watch", str(os.getpid()), "-m", "http.server",
+child = subprocess.Popen([sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), "-m", "http.server",
                           "0", "--bind", "127.0.0.1"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                          start_new_session=True)
 print(child.pid, flush=True)
@@ -44,7 +44,7 @@ def test_child_exits_when_its_parent_is_killed():
 
 PARENT_EXEC = """
 import subprocess, sys, os, time
-w = subprocess.Popen([sys.executable, "-m", "harness.embedded.parent_watch", str(os.getpid()), "--exec", "sleep", "60"],
+w = subprocess.Popen([sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), "--exec", "sleep", "60"],
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
 time.sleep(1.0)
 kids = open(f"/proc/{w.pid}/task/{w.pid}/children").read().split()

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.adapters import AdapterSpec
-from harness.backbone import BackboneError
-from harness.ledger import Price
-from harness.embedded.peft import PeftBackbone
-from training.fixtures import lora_gguf, tiny_base
+from agentic_repro.harness.adapters import AdapterSpec
+from agentic_repro.harness.backbone import BackboneError
+from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.embedded.peft import PeftBackbone
+from agentic_repro.training.fixtures import lora_gguf, tiny_base
 
 MSG = [{"role": "user", "content": "Name a colour."}]
 GREEDY = {"temperature": 0.0, "max_tokens": 8}
@@ -53,7 +53,7 @@ async def test_unknown_adapter_is_refused_before_any_generation(setup):
 
 
 async def test_adapter_identity_and_backbone_identity(setup):
-    from training.identity import read_adapter_identity
+    from agentic_repro.training.identity import read_adapter_identity
 
     bb = setup["both"]
     ia, ib = bb.adapter_identity("a"), bb.adapter_identity("b")
@@ -78,7 +78,7 @@ async def test_sampling_n_seeded_and_token_counts(setup):
 
 
 async def test_built_from_a_backbone_config(setup, tmp_path: Path):
-    from harness.backbones import build_backbone
+    from agentic_repro.harness.backbones import build_backbone
 
     cfg = {"name": "peft-local", "kind": "peft", "model": str(setup["tiny"].hf_dir), "price": 0, "threads": 2,
            "max_concurrency": 1, "adapters": {"a": {"path": str(setup["a"])}}}

@@ -10,10 +10,10 @@ import time
 
 import pytest
 
-from harness.rate_limit import (LocalStore, RateController, RateLimitSettings, SharedStore, TokenEstimator,
+from agentic_repro.harness.rate_limit import (LocalStore, RateController, RateLimitSettings, SharedStore, TokenEstimator,
                                 account_key, controller_for, parse_duration, parse_headers, parse_rate_limit,
                                 retry_after_seconds)
-from harness.validate import ConfigError
+from agentic_repro.harness.validate import ConfigError
 
 
 class SimClock:
@@ -357,7 +357,7 @@ def test_bad_rate_limit_blocks_are_refused_naming_the_key(block, key):
 
 
 def test_run_validation_checks_the_block_of_every_role():
-    from harness.validate import validate_run_config
+    from agentic_repro.harness.validate import validate_run_config
 
     cfg = {"seed": 1, "method": {"name": "cot"}, "benchmark": {"name": "gsm8k"},
            "backbone": {"name": "gpt-4o-mini", "kind": "openai", "rate_limit": {"mode": "adaptive"}},
@@ -367,7 +367,7 @@ def test_run_validation_checks_the_block_of_every_role():
 
 
 def test_rate_limit_never_changes_a_runs_identity():
-    from harness.identity import output_config
+    from agentic_repro.harness.identity import output_config
 
     base = {"backbone": {"name": "gpt-4o-mini", "model": "gpt-4o-mini-2024-07-18"}}
     other = {"backbone": {**base["backbone"], "rate_limit": {"mode": "adaptive", "max": 64, "tpm": 10}}}

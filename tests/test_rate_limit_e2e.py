@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from harness.results import read_jsonl_tolerant
-from harness.runner import Runner
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.runner import Runner
 from tests.fault_server import backbone_config
 from tests.rate_limit_server import RateLimitedServer
 from tests.test_faults import fault_spec, tiny_rows
@@ -67,9 +67,9 @@ def test_fixed_concurrency_meets_the_same_limit_with_a_429_storm(tmp_path, monke
 def test_a_429_holds_the_account_then_the_request_is_retried_once(tmp_path):
     """Two requests at once before the limits are known: one 429 (Retry-After to the window's end), held, then
     answered; a third request, after the headers said the window is spent, waits for the reset and gets no 429."""
-    from harness.backbone import OpenAICompatibleBackbone, RetryPolicy
-    from harness.ledger import Price
-    from harness.rate_limit import parse_rate_limit
+    from agentic_repro.harness.backbone import OpenAICompatibleBackbone, RetryPolicy
+    from agentic_repro.harness.ledger import Price
+    from agentic_repro.harness.rate_limit import parse_rate_limit
 
     msg = [{"role": "user", "content": "What is 1+1?"}]  # 10 prompt tokens + max_tokens 60: 70 per request
     with RateLimitedServer(rpm=100, tpm=100, window_s=1.0, base_latency_s=0.01, latency_per_request_s=0.0,

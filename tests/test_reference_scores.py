@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evaluators.code_tasks import HumanEval, evalplus_chat_code
+from agentic_repro.evaluators.code_tasks import HumanEval, evalplus_chat_code
 from tests.conftest import compose
 from tests.doubles import ScriptedBackbone
 
@@ -92,7 +92,7 @@ def _config(tmp_path: Path) -> Path:
 
 
 def test_table_from_recorded_runs_marks_inside_and_outside_the_interval(tmp_path, monkeypatch, capsys):
-    from scripts import reference_scores
+    from agentic_repro.scripts import reference_scores
 
     _, problems = _bench()
     backbones: list[ScriptedBackbone] = []
@@ -101,7 +101,7 @@ def test_table_from_recorded_runs_marks_inside_and_outside_the_interval(tmp_path
         backbones.append(ScriptedBackbone(_script(problems), name=cfg["name"]))
         return backbones[-1]
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     root = tmp_path / "results"
     argv = ["backbone=local", f"config={_config(tmp_path)}", f"results_root={root}", "limit=4",
             f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false"]
@@ -134,14 +134,14 @@ def test_table_from_recorded_runs_marks_inside_and_outside_the_interval(tmp_path
 
 
 def test_a_reply_without_the_prefill_is_an_error_not_a_score(tmp_path, monkeypatch):
-    from scripts import reference_scores
+    from agentic_repro.scripts import reference_scores
 
     _, problems = _bench()
 
     async def fake_build(cfg, *, run_dir, seed, **kw):          # a server that answers a new turn
         return ScriptedBackbone(lambda m, s: "def f():\n    return 1\n", name=cfg["name"])
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     root = tmp_path / "results"
     argv = ["backbone=local", f"config={_config(tmp_path)}", f"results_root={root}", "limit=1",
             f"cache.path={tmp_path / 'cache.sqlite'}", "runner.progress=false", "runner.fail_fast_after=0"]
@@ -162,7 +162,7 @@ def _api_config(tmp_path: Path) -> Path:
 
 
 def test_priced_backbone_prints_the_estimate_and_spends_nothing_unconfirmed(tmp_path, monkeypatch, capsys):
-    from scripts import reference_scores
+    from agentic_repro.scripts import reference_scores
 
     built = []
 
@@ -170,7 +170,7 @@ def test_priced_backbone_prints_the_estimate_and_spends_nothing_unconfirmed(tmp_
         built.append(cfg["name"])
         return ScriptedBackbone(lambda m, s: "ANSWER: 1", name=cfg["name"])
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
     root = tmp_path / "results"
     argv = ["backbone=gpt-4o-mini", f"config={_api_config(tmp_path)}", f"results_root={root}",

@@ -81,8 +81,8 @@ class ProxiedPool:
 
 
 def test_qwen_protocol_prompt_reaches_the_server_byte_for_byte(tmp_path):
-    from harness.results import read_jsonl_tolerant
-    from harness.runner import run_spec, spec_from_config
+    from agentic_repro.harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.runner import run_spec, spec_from_config
 
     cfg = compose(["method=qwen_evalplus", "benchmark=humaneval_evalplus", "backbone=local", "limit=3",
                    f"results_root={tmp_path / 'results'}", f"cache.path={tmp_path / 'cache.sqlite'}",
@@ -92,7 +92,7 @@ def test_qwen_protocol_prompt_reaches_the_server_byte_for_byte(tmp_path):
     metrics = run_spec(spec, servers=pool)
     assert metrics["complete"] and metrics["n"] == 3 and metrics["n_errors"] == 0
 
-    from evaluators.base import build_benchmark
+    from agentic_repro.evaluators.base import build_benchmark
     problems = {p.id: p for p in build_benchmark(spec.benchmark_cfg).load()[0]}
     chats = [(json.loads(req), json.loads(resp)) for method, path, req, resp in pool.proxy.seen
              if method == "POST" and path.endswith("/chat/completions")]

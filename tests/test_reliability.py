@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_runner import arithmetic, load
@@ -37,8 +37,8 @@ MANY = {"name": "m", "solver": "tests.fake_methods:ask_many", "params": {"n": 5}
     ("experiment=../x", "experiment", "no '..'"),
 ])
 def test_bad_option_names_the_key_the_value_and_what_is_allowed(override, key, allowed):
-    from harness.runner import spec_from_config
-    from harness.validate import ConfigError
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.harness.validate import ConfigError
 
     cfg = compose(["backbone=gpt-4o-mini", override])
     with pytest.raises(ConfigError) as info:
@@ -51,8 +51,8 @@ def test_bad_option_names_the_key_the_value_and_what_is_allowed(override, key, a
 @pytest.mark.parametrize("override, name", [("+lmit=5", "lmit"), ("+runner.max_concurent_problems=4",
                                                                     "runner.max_concurent_problems")])
 def test_an_unknown_added_key_is_an_error(override, name):
-    from harness.runner import spec_from_config
-    from harness.validate import ConfigError
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.harness.validate import ConfigError
 
     with pytest.raises(ConfigError, match=f"unknown option.*{name}.*no part of the harness reads it"):
         spec_from_config(compose([override]))
@@ -61,7 +61,7 @@ def test_an_unknown_added_key_is_an_error(override, name):
 def test_the_shipped_defaults_and_every_group_validate():
     from pathlib import Path
 
-    from harness.validate import validate_run_config
+    from agentic_repro.harness.validate import validate_run_config
 
     root = Path(__file__).resolve().parents[1] / "configs"
     for group in ("method", "benchmark", "backbone"):
@@ -73,7 +73,7 @@ def test_the_shipped_defaults_and_every_group_validate():
 # ---- a results folder belongs to one configuration ------------------------------------------------------------
 
 def test_changed_configuration_is_refused_with_the_keys_and_both_fixes(tmp_path, tiny_data):
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     spec = make_spec(tmp_path, ONCE, limit=3)
     run(spec, ScriptedBackbone(arithmetic))
@@ -90,7 +90,7 @@ def test_changed_configuration_is_refused_with_the_keys_and_both_fixes(tmp_path,
 
 
 def test_changed_model_identity_is_refused_and_restart_starts_over(tmp_path, tiny_data):
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     spec = make_spec(tmp_path, ONCE, limit=2)
     run(spec, ScriptedBackbone(arithmetic))
@@ -117,7 +117,7 @@ def test_neutral_keys_and_problem_selection_do_not_change_the_identity(tmp_path,
 
 
 def test_a_folder_from_before_identity_json_is_checked_against_its_config(tmp_path, tiny_data):
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     spec = make_spec(tmp_path, ONCE, limit=2)
     run(spec, ScriptedBackbone(arithmetic))
@@ -130,7 +130,7 @@ def test_a_folder_from_before_identity_json_is_checked_against_its_config(tmp_pa
 
 
 def test_the_folder_path_names_the_model_for_endpoint_backbones():
-    from harness.spec import backbone_dir
+    from agentic_repro.harness.spec import backbone_dir
 
     assert backbone_dir({"name": "local", "kind": "embedded", "model": "qwen2.5-coder-0.5b"}) == "local"
     assert backbone_dir({"name": "vllm", "kind": "openai", "model": "Qwen/Qwen2.5-7B-Instruct"}) == \
@@ -138,7 +138,7 @@ def test_the_folder_path_names_the_model_for_endpoint_backbones():
     assert backbone_dir({"name": "gpt-4o-mini", "kind": "openai", "model": "gpt-4o-mini-2024-07-18"}) == \
         "gpt-4o-mini@gpt-4o-mini-2024-07-18"
     assert backbone_dir({"name": "fake", "kind": "openai", "model": "fake"}) == "fake"
-    from harness.runner import spec_from_config
+    from agentic_repro.harness.runner import spec_from_config
 
     a = spec_from_config(compose(["backbone=vllm", "backbone.model=org/model-a"])).out_dir
     b = spec_from_config(compose(["backbone=vllm", "backbone.model=org/model-b"])).out_dir
@@ -148,7 +148,7 @@ def test_the_folder_path_names_the_model_for_endpoint_backbones():
 # ---- errors are not wrong answers; the ledger is the bill ------------------------------------------------------
 
 def test_failed_calls_are_ledger_lines_and_the_problem_is_an_error(tmp_path, tiny_data):
-    from harness.backbone import BackboneError
+    from agentic_repro.harness.backbone import BackboneError
 
     class HalfDead(ScriptedBackbone):
         async def complete(self, messages, sampling, n, **kw):
@@ -177,7 +177,7 @@ def test_calls_reach_the_ledger_when_they_return_not_when_the_problem_ends(tmp_p
     """A kill in the middle of a problem leaves its answered calls in calls.jsonl (and in the cache)."""
     import asyncio
 
-    from harness.runner import Runner
+    from agentic_repro.harness.runner import Runner
 
     spec = make_spec(tmp_path, MANY, limit=1)
 
@@ -215,7 +215,7 @@ def test_calls_reach_the_ledger_when_they_return_not_when_the_problem_ends(tmp_p
 
 
 def test_a_dead_backbone_fails_fast(tmp_path, tiny_data):
-    from harness.backbone import BackboneError
+    from agentic_repro.harness.backbone import BackboneError
 
     class Dead(ScriptedBackbone):
         async def complete(self, messages, sampling, n, **kw):
@@ -233,7 +233,7 @@ def test_a_dead_backbone_fails_fast(tmp_path, tiny_data):
 # ---- a broken results disk ------------------------------------------------------------------------------------
 
 def test_a_full_disk_names_the_path_and_errno_and_leaves_no_tmp(tmp_path, tiny_data):
-    from harness.results import ResultsWriteError
+    from agentic_repro.harness.results import ResultsWriteError
 
     spec = make_spec(tmp_path, ONCE, limit=2)
     run(spec, ScriptedBackbone(arithmetic))
@@ -247,7 +247,7 @@ def test_a_full_disk_names_the_path_and_errno_and_leaves_no_tmp(tmp_path, tiny_d
 
 
 def test_a_metrics_write_error_does_not_mask_the_original_one(tmp_path, tiny_data, monkeypatch):
-    import harness.results as results
+    import agentic_repro.harness.results as results
 
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=2)
     orig_append = results.ResultWriter.append

@@ -36,7 +36,7 @@ def scripted(monkeypatch):
         made.append(bb)
         return bb
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     return made
 
 
@@ -45,7 +45,7 @@ def no_backbone(monkeypatch):
     async def refuse(cfg, *, run_dir, seed, **kw):
         raise AssertionError("a reporting step tried to build a backbone")
 
-    monkeypatch.setattr("harness.runner.build_backbone", refuse)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", refuse)
 
 
 def _args(tmp_path: Path) -> list[str]:
@@ -55,8 +55,8 @@ def _args(tmp_path: Path) -> list[str]:
 # ---- Table 1: the plan, the runs, the table -----------------------------------------------------------------
 
 def test_table1_rows_are_data_and_missing_methods_show_a_reason(tmp_path):
-    from scripts import table1
-    from scripts.runs import load_experiment
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.runs import load_experiment
 
     exp = load_experiment("table1")
     labels = [r["label"] for r in exp["rows"]]
@@ -84,7 +84,7 @@ def test_table1_rows_are_data_and_missing_methods_show_a_reason(tmp_path):
 
 
 def test_reproduce_table1_runs_once_then_reuses_results(tmp_path, scripted, capsys):
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
 
     argv = ["backbone=local", "methods=io,cot,cot_sc", "benchmarks=gsm8k,drop", "seeds=42,123", "limit=3",
             *_args(tmp_path)]
@@ -137,7 +137,7 @@ def _fake_metrics(root: Path, bench: str, method: str, seed: int, score: float, 
 
 
 def test_table1_best_bold_second_underlined_avg_and_incomplete(tmp_path):
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     benches = ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
@@ -165,7 +165,7 @@ def test_table1_best_bold_second_underlined_avg_and_incomplete(tmp_path):
 
 
 def test_reproduce_refuses_to_mix_configurations(tmp_path, scripted):
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
 
     base = ["backbone=local", "methods=cot_sc", "benchmarks=gsm8k", "seeds=42", "limit=2", *_args(tmp_path)]
     assert reproduce_table1.main(base) == 0
@@ -173,8 +173,8 @@ def test_reproduce_refuses_to_mix_configurations(tmp_path, scripted):
 
 
 def test_protocols_embedded_default_is_small_and_paper_is_full():
-    from scripts.reproduce_table1 import build_plan
-    from scripts.runs import load_experiment, method_config
+    from agentic_repro.scripts.reproduce_table1 import build_plan
+    from agentic_repro.scripts.runs import load_experiment, method_config
 
     exp = load_experiment("table1")
     items, info = build_plan(exp, {"backbone": "local"}, [])
@@ -208,7 +208,7 @@ def test_fixture_is_real_run_output():
 
 
 def test_make_figures_from_fixture_with_zero_backbone_calls(tmp_path, no_backbone):
-    from scripts import figures
+    from agentic_repro.scripts import figures
 
     root = tmp_path / "results"
     shutil.copytree(FIXTURE, root)
@@ -266,10 +266,10 @@ def _assert_markdown_numbers_come_from_csv(md_path: Path, csv_path: Path) -> Non
 # ---- sweeps: skip completed points, Hydra launchers ---------------------------------------------------------
 
 def test_sweep_commands_and_point_names():
-    from scripts.runs import compose
-    from scripts.sensitivity import point_name
-    from scripts.sweep import commands
-    from scripts.runs import load_experiment
+    from agentic_repro.scripts.runs import compose
+    from agentic_repro.scripts.sensitivity import point_name
+    from agentic_repro.scripts.sweep import commands
+    from agentic_repro.scripts.runs import load_experiment
 
     exp = load_experiment("sensitivity")
     cmds = commands(exp, {"backbone": "gpt-4o-mini", "launcher": "submitit_slurm", "params": "tau_sim"},
@@ -286,16 +286,16 @@ def test_sweep_commands_and_point_names():
 def _complete_run(tmp_path: Path, overrides: list[str]) -> None:
     import asyncio
 
-    from harness.runner import Runner, spec_from_config
-    from scripts.runs import compose
+    from agentic_repro.harness.runner import Runner, spec_from_config
+    from agentic_repro.scripts.runs import compose
 
     spec = spec_from_config(compose([*overrides, *_args(tmp_path)]))
     asyncio.run(Runner(spec, backbone=ScriptedBackbone(guess)).run())
 
 
 def test_run_point_skips_a_completed_point(tmp_path, no_backbone, capsys):
-    from scripts.run_point import run_point
-    from scripts.runs import compose
+    from agentic_repro.scripts.run_point import run_point
+    from agentic_repro.scripts.runs import compose
 
     ov = ["method=cot", "benchmark=gsm8k", "limit=2", "experiment=sens_test"]
     _complete_run(tmp_path, ov)
@@ -311,7 +311,7 @@ def test_hydra_multirun_skips_completed_points(tmp_path, launcher):
     for k in pts:
         _complete_run(tmp_path, ["method=cot_sc", f"method.params.k={k}", f"method.name=cot_sc-k_{k}",
                                  "benchmark=gsm8k", "limit=2", "experiment=sens_k"])
-    cmd = [sys.executable, "-m", "scripts.run_point", "-m", "method=cot_sc", "method.params.k=2,3",
+    cmd = [sys.executable, "-m", "agentic_repro.scripts.run_point", "-m", "method=cot_sc", "method.params.k=2,3",
            "method.name=cot_sc-k_${method.params.k}", "benchmark=gsm8k", "limit=2", "experiment=sens_k",
            "backbone=local", *_args(tmp_path), f"hydra.sweep.dir={tmp_path / 'sweep'}"]
     if launcher == "joblib":
@@ -327,7 +327,7 @@ def test_hydra_multirun_skips_completed_points(tmp_path, launcher):
 # ---- wandb --------------------------------------------------------------------------------------------------
 
 def test_logger_configs_compose():
-    from scripts.runs import compose, logger_override
+    from agentic_repro.scripts.runs import compose, logger_override
 
     cfg = compose(logger_override("wandb"))
     assert cfg["logger"]["name"] == "wandb" and cfg["logger"]["group"] == cfg["experiment"]
@@ -335,7 +335,7 @@ def test_logger_configs_compose():
 
 
 def test_wandb_missing_names_the_extra(monkeypatch):
-    from harness import logging_wandb
+    from agentic_repro.harness import logging_wandb
 
     monkeypatch.setitem(sys.modules, "wandb", None)
     with pytest.raises(RuntimeError, match=r"\.\[wandb\]"):
@@ -343,7 +343,7 @@ def test_wandb_missing_names_the_extra(monkeypatch):
 
 
 def test_wandb_offline_without_key(monkeypatch, tmp_path):
-    from harness import logging_wandb
+    from agentic_repro.harness import logging_wandb
 
     seen = {}
 
@@ -371,7 +371,7 @@ def test_wandb_offline_without_key(monkeypatch, tmp_path):
 
 def test_wandb_real_package_offline(monkeypatch, tmp_path):
     """With the real wandb package (the `wandb` extra) and no key, everything is logged offline to disk."""
-    from harness.logging_wandb import WandbLogger
+    from agentic_repro.harness.logging_wandb import WandbLogger
 
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     monkeypatch.setenv("WANDB_SILENT", "true")
@@ -387,10 +387,10 @@ def test_wandb_real_package_offline(monkeypatch, tmp_path):
 
 def test_denoiseflow_traces_feed_tables_9_10_and_figure_3(tmp_path, scripted):
     """DenoiseFlow runs (scripted backbone) -> Tables 3/9/10 via denoiseflow.report and Figure 3 from trace risk."""
-    from scripts.runs import method_config
+    from agentic_repro.scripts.runs import method_config
 
     assert method_config("denoiseflow") is not None
-    from scripts import efficiency, reproduce_table1
+    from agentic_repro.scripts import efficiency, reproduce_table1
 
     argv = ["backbone=local", "methods=cot,denoiseflow", "benchmarks=gsm8k,math", "limit=3", *_args(tmp_path)]
     assert reproduce_table1.main(argv) == 0
@@ -412,7 +412,7 @@ def test_denoiseflow_traces_feed_tables_9_10_and_figure_3(tmp_path, scripted):
 
 def test_sensitivity_tables_and_figure2_from_point_folders(tmp_path):
     """Points written where the sweep writes them become Table 11 rows and Figure 2 lines."""
-    from scripts import sensitivity
+    from agentic_repro.scripts import sensitivity
 
     for n in (3, 5):
         for b in ("gsm8k", "hotpotqa"):

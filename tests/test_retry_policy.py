@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
-from harness.ledger import Price
+from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
+from agentic_repro.harness.ledger import Price
 from tests.fault_server import FaultServer
 
 

@@ -1,6 +1,6 @@
 """Roles: per-role backbones built once, calls attributed per role in the ledger, metrics and meta.json,
 the cache keyed by the role's backbone identity and adapter, unknown roles refused before any call, and
-the Hydra command-line form through ``python -m harness.run``."""
+the Hydra command-line form through ``python -m agentic_repro.harness.run``."""
 from __future__ import annotations
 
 import asyncio
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.backbone import BackboneError
-from harness.results import read_jsonl_tolerant
-from harness.roles import Role, build_role_backbones, resolve_roles
-from harness.runner import Runner, spec_from_config
+from agentic_repro.harness.backbone import BackboneError
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.roles import Role, build_role_backbones, resolve_roles
+from agentic_repro.harness.runner import Runner, spec_from_config
 from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -178,7 +178,7 @@ def test_the_hydra_role_form_composes():
 
 
 def test_two_roles_from_the_command_line(tmp_path):
-    """``python -m harness.run ... backbone@roles.critic=vllm`` as a user types it, against a loopback
+    """``python -m agentic_repro.harness.run ... backbone@roles.critic=vllm`` as a user types it, against a loopback
     OpenAI-compatible server: each role's calls go to its own model and are attributed to it."""
     from tests.fault_server import FaultServer
 
@@ -189,7 +189,7 @@ def test_two_roles_from_the_command_line(tmp_path):
                 f"backbone.base_url={srv.url}", "backbone.model=draft-model", "backbone@roles.critic=vllm",
                 f"roles.critic.base_url={srv.url}", "roles.critic.model=critic-model",
                 f"results_root={tmp_path}/results", f"cache.path={tmp_path}/c.sqlite", "runner.progress=false"]
-        r = subprocess.run([sys.executable, "-m", "harness.run", *args], cwd=ROOT, env=env, capture_output=True,
+        r = subprocess.run([sys.executable, "-m", "agentic_repro.harness.run", *args], cwd=ROOT, env=env, capture_output=True,
                            text=True, timeout=180)
     assert r.returncode == 0, r.stderr[-2000:]
     (meta_path,) = list((tmp_path / "results").rglob("meta.json"))
@@ -206,7 +206,7 @@ def test_two_roles_from_the_command_line(tmp_path):
 def test_a_role_changing_model_is_another_configuration_of_the_folder(tmp_path, tiny_data):
     """The folder's identity includes every role's backbone identity: a different critic model refuses to
     resume into the same folder (jointly with harness/identity.py)."""
-    from harness.identity import IdentityMismatch
+    from agentic_repro.harness.identity import IdentityMismatch
 
     spec = two_role_spec(tmp_path, limit=2)
     run(spec, {"scripted": ScriptedBackbone(lambda m, s: "ANSWER: 4"),

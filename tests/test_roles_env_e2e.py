@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import run_e2e
 from tests.scripted_env import counter_data
 

@@ -1,4 +1,4 @@
-"""``python -m harness.run`` on the issue-10 cases: each ends with the stated one-line message and exit code.
+"""``python -m agentic_repro.harness.run`` on the issue-10 cases: each ends with the stated one-line message and exit code.
 
 A dead server is no longer a score of 0 with exit 0; a bad option names its key; a changed configuration is
 refused with both fixes; a full results disk names the path and errno and leaves no .tmp behind.
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def cli(tmp_path: Path, *overrides: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
-    return subprocess.run([sys.executable, "-m", "harness.run", *overrides, f"results_root={tmp_path}/results",
+    return subprocess.run([sys.executable, "-m", "agentic_repro.harness.run", *overrides, f"results_root={tmp_path}/results",
                            f"cache.path={tmp_path}/c.sqlite", "runner.progress=false"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=180)
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.lock import FolderBusy, FolderLock
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.lock import FolderBusy, FolderLock
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.fault_server import FaultServer
 from tests.test_faults import tiny_rows
 
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMAND = """
 import sys
 from omegaconf import OmegaConf
-from harness.run import guarded, run_from_config
+from agentic_repro.harness.run import guarded, run_from_config
 from tests.conftest import compose
 cfg = compose(["backbone=vllm", "backbone.name=fault", "backbone.model=fault-model", "backbone.base_url=" + sys.argv[1],
                "backbone.max_concurrency=1", "backbone.supports_n=false", "runner.max_concurrent_problems=1",
@@ -67,7 +67,7 @@ def test_a_second_copy_of_the_command_is_refused_naming_the_pid_and_the_folder(t
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     folder = tmp_path / "run"
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom harness.lock import FolderLock\n"
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom agentic_repro.harness.lock import FolderLock\n"
                                f"FolderLock({str(folder)!r}).acquire()\nprint('held', flush=True)\ntime.sleep(120)"],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -119,7 +119,7 @@ def test_the_refusal_says_when_and_where_and_copes_with_an_unwritten_record(tmp_
 
 
 def test_clear_needs_the_lock_and_removes_links_not_their_targets(tmp_path):
-    from harness.results import ResultsWriteError
+    from agentic_repro.harness.results import ResultsWriteError
 
     folder, outside = tmp_path / "search", tmp_path / "outside"
     (outside / "keep").mkdir(parents=True)

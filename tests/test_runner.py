@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -182,7 +182,7 @@ def shifted_arithmetic(offset: int = 0):
 
 def scripted_spec(tmp_path, overrides):
     """The tiny benchmark on ``configs/backbone/scripted.yaml`` as ``backbone=scripted`` resolves it."""
-    from harness.compose import compose
+    from agentic_repro.harness.compose import compose
 
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=3)
     spec.backbone_cfg.clear()
@@ -195,7 +195,7 @@ def test_backbone_scripted_is_built_from_its_config(tmp_path, tiny_data):
     # backbone=scripted: no double passed in, the runner builds it (harness.backbones kind scripted)
     import asyncio
 
-    from harness.runner import Runner
+    from agentic_repro.harness.runner import Runner
 
     spec = scripted_spec(tmp_path, ["backbone.reply=ANSWER: 2"])
     metrics = asyncio.run(Runner(spec).run())
@@ -214,8 +214,8 @@ def test_backbone_scripted_is_built_from_its_config(tmp_path, tiny_data):
 def test_backbone_scripted_refuses_a_script_it_cannot_load(tmp_path, tiny_data):
     import asyncio
 
-    from harness.backbone import BackboneError
-    from harness.runner import Runner
+    from agentic_repro.harness.backbone import BackboneError
+    from agentic_repro.harness.runner import Runner
 
     spec = scripted_spec(tmp_path, ["backbone.script=tests.test_runner:no_such_script"])
     with pytest.raises(BackboneError, match="no_such_script"):

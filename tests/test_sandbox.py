@@ -16,8 +16,8 @@ from typing import Iterator
 
 import pytest
 
-from evaluators.sandbox import launch
-from evaluators.sandbox import ExecResult, Program, humaneval_program, mbpp_program, run_program, run_program_async
+from agentic_repro.evaluators.sandbox import launch
+from agentic_repro.evaluators.sandbox import ExecResult, Program, humaneval_program, mbpp_program, run_program, run_program_async
 
 DATA = Path(os.environ.get("AGENTIC_REPRO_DATA") or "data")
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
@@ -514,7 +514,7 @@ def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.Mon
     behind must be dead before it can write."""
     import types
 
-    from evaluators.sandbox import child
+    from agentic_repro.evaluators.sandbox import child
     source = child.source().replace('"os.fork", ', "", 1)
     assert '"os.fork"' not in source
     monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))

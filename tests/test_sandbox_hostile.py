@@ -20,10 +20,10 @@ from typing import Any, Iterator
 
 import pytest
 
-from evaluators.code_tasks import MBPP, HumanEval
-from evaluators.sandbox import Program, humaneval_program, launch, run_program
-from evaluators.sandbox import verdict as verdict_mod
-from harness.types import Problem
+from agentic_repro.evaluators.code_tasks import MBPP, HumanEval
+from agentic_repro.evaluators.sandbox import Program, humaneval_program, launch, run_program
+from agentic_repro.evaluators.sandbox import verdict as verdict_mod
+from agentic_repro.harness.types import Problem
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "datasets"
@@ -308,7 +308,7 @@ def test_plain_programs_and_the_programmer_operator(mode: str, planted: dict[str
     """run_program with a plain program (what AFlow's Programmer/Test and MaAS use) passes only if it
     ends normally; and the Programmer's own runner (`run_solve`) hands solve()'s output back to the
     workflow: neither may carry the planted files' contents."""
-    from baselines.autoflow.operators import run_solve
+    from agentic_repro.baselines.autoflow.operators import run_solve
 
     paths = list(planted.values())
     res = run_program(f"data = ''.join(open(p).read() for p in {paths!r})\nassert {TOKEN!r} in data\n", timeout_s=20)
@@ -393,7 +393,7 @@ def test_threads_and_fork_still_work_under_the_filter(mode: str) -> None:
 UNPRIVILEGED = '''
 import os, sys
 sys.path.insert(0, sys.argv[1])
-from evaluators.sandbox import humaneval_program, launch, run_program
+from agentic_repro.evaluators.sandbox import humaneval_program, launch, run_program
 prompt, test = sys.argv[2], sys.argv[3]
 honest = run_program(humaneval_program(prompt, "    import os\\n    print(os.getuid(), open('/proc/self/status').read())\\n"
                                        "    return a + b\\n", test, "add"), timeout_s=20)

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-import evaluators.sandbox as sandbox
-from harness.validate import ConfigError, validate_run_config
+import agentic_repro.evaluators.sandbox as sandbox
+from agentic_repro.harness.validate import ConfigError, validate_run_config
 from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone
 from tests.test_reporting import _fake_metrics
@@ -49,7 +49,7 @@ def test_a_run_configures_the_sandbox_and_records_it_in_meta(tmp_path, tiny_data
 
 
 def test_table1_footnotes_the_cells_whose_runs_had_no_isolation(tmp_path):
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     for b in ("gsm8k", "math"):
@@ -74,6 +74,6 @@ def test_a_folder_resumed_under_bwrap_keeps_the_no_isolation_note(tmp_path, tiny
     meta = json.loads((again.out_dir / "meta.json").read_text())
     assert meta["sandbox"]["isolation"] == "bwrap" and meta["sandbox"]["earlier"]["isolation"] == "process"
     assert meta["sandbox"]["note"] == "untrusted code ran without filesystem isolation"
-    from scripts.collect import SeedRun
+    from agentic_repro.scripts.collect import SeedRun
 
     assert SeedRun(seed=42, dir=again.out_dir, metrics={}).sandbox_isolation() == "process"

@@ -14,8 +14,8 @@ from typing import Iterator
 
 import pytest
 
-from evaluators.sandbox import launch as sandbox
-from evaluators.sandbox import humaneval_program, run_program
+from agentic_repro.evaluators.sandbox import launch as sandbox
+from agentic_repro.evaluators.sandbox import humaneval_program, run_program
 
 ROOT = os.geteuid() == 0
 PROMPT = 'def add(a, b):\n    """Return a + b."""\n'

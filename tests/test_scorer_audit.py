@@ -8,14 +8,14 @@ import random
 
 import pytest
 
-from evaluators.finqa import FinQA
-from evaluators.livebench import LiveBenchReasoning
-from evaluators.math_tasks import GSM8K, MATH
-from evaluators.pubmedqa import PubMedQA
-from evaluators.qa_tasks import DROP, HotpotQA
-from evaluators.socialmaze import SocialMaze
-from evaluators.strategyqa import StrategyQA
-from harness.types import Problem
+from agentic_repro.evaluators.finqa import FinQA
+from agentic_repro.evaluators.livebench import LiveBenchReasoning
+from agentic_repro.evaluators.math_tasks import GSM8K, MATH
+from agentic_repro.evaluators.pubmedqa import PubMedQA
+from agentic_repro.evaluators.qa_tasks import DROP, HotpotQA
+from agentic_repro.evaluators.socialmaze import SocialMaze
+from agentic_repro.evaluators.strategyqa import StrategyQA
+from agentic_repro.harness.types import Problem
 
 NASTY = ["", " ", "9" * 5000, "Final Criminal: " + "9" * 5000 + "\nMy role: investigator", "\\boxed{" * 3000,
          "}" * 3000, "{" * 3000 + "1" + "}" * 3000, "\\frac{" * 2000, "\u0663\u0664", "1/0", "#### 1/0",
@@ -78,7 +78,7 @@ def test_math_verify_on_malformed_output_is_a_verdict():
 def test_code_answer_keys_survive_programs_too_deep_for_the_parser():
     """Voting methods key code answers by their AST; a program nested too deep for Python's parser (a
     RecursionError or MemoryError from ast.parse) crashed the method instead of being compared as text."""
-    from evaluators.code_tasks import HumanEval
+    from agentic_repro.evaluators.code_tasks import HumanEval
 
     bench = HumanEval({"name": "humaneval", "split": "test"})
     for code in ("-" * 100000 + "1", "x = " + "a." * 100000 + "b", "def f(:\n", "x\x00"):

@@ -35,7 +35,7 @@ def _row(t, label):
 
 
 def test_protocol_line_is_generated_from_the_recorded_runs(tmp_path):
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     gsm = _as_method(root, "gsm8k", "denoiseflow")
@@ -67,7 +67,7 @@ def test_protocol_line_is_generated_from_the_recorded_runs(tmp_path):
 def test_protocol_line_follows_a_changed_config(tmp_path):
     """Another extraction rule recorded in config.yaml: the line names it and the Δ is withheld; MATH on MATH-500 by
     the paper's sympy rule measures what the paper did and keeps its Δ."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
 
@@ -99,7 +99,7 @@ def test_protocol_line_follows_a_changed_config(tmp_path):
 
 def test_marks_vanish_when_not_significant(tmp_path):
     """n = 2: 100% against 0% on both problems is p = 0.5 by exact McNemar: no bold, no underline."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     _fake_metrics(root, "gsm8k", "cot", 42, 100.0, n=2, scores=[1.0, 1.0])
@@ -115,7 +115,7 @@ def test_marks_vanish_when_not_significant(tmp_path):
 def test_marks_appear_when_significant(tmp_path):
     """n = 20: CoT right on every problem, CoT-SC wrong on 8 of them, IO wrong on 16: every pair is significant
     (McNemar p = 2/2^8, 2/2^16, 2/2^8), so CoT is bold and CoT-SC underlined; IO beside an equal CoT-SC is not."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     _fake_metrics(root, "gsm8k", "cot", 42, 100.0, n=20, scores=[1.0] * 20)
@@ -136,7 +136,7 @@ def test_marks_appear_when_significant(tmp_path):
 
 
 def test_paired_test_hand_checked():
-    from scripts.stats import paired_test
+    from agentic_repro.scripts.stats import paired_test
 
     a = {str(i): 100.0 for i in range(20)}
     b = {str(i): (0.0 if i < 8 else 100.0) for i in range(20)}
@@ -150,7 +150,7 @@ def test_paired_test_hand_checked():
 def test_a_run_that_recorded_no_config_has_its_delta_withheld(tmp_path):
     """A folder without config.yaml / meta.json cannot show it measured what the paper did: the line says "not
     recorded" and the Δ is withheld rather than printed as if like for like."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     _fake_metrics(root, "drop", "denoiseflow", 42, 80.0, n=4, scores=[0.8] * 4)
@@ -168,8 +168,8 @@ def test_paper_size_scores_math_as_the_paper_and_the_embedded_default_keeps_math
     """Issue 21: at the paper size Table 1's MATH cell runs MATH-500 by AFlow's checker (DenoiseFlow A.1, A.4) for
     every row; the searched rows search MATH on MATH train, which shares no problem with MATH-500 (AFlow's validate
     split shares some, under other ids); the embedded sizes keep math-verify on AFlow's split."""
-    from scripts.reproduce_table1 import build_plan
-    from scripts.runs import load_experiment, method_config
+    from agentic_repro.scripts.reproduce_table1 import build_plan
+    from agentic_repro.scripts.runs import load_experiment, method_config
 
     exp = load_experiment("table1")
     items, info = build_plan(exp, {"backbone": "gpt-4o-mini", "size": "paper"}, [])
@@ -197,7 +197,7 @@ def test_paper_size_scores_math_as_the_paper_and_the_embedded_default_keeps_math
     m500 = problems("math/math500_test.jsonl")
     assert len(m500) == 500 and not m500 & problems("math/math_train.jsonl")
     assert m500 & problems("aflow_splits/math_validate.jsonl")    # why the searched rows do not search there
-    from scripts.table1 import size_note
+    from agentic_repro.scripts.table1 import size_note
 
     note = size_note(exp, {"protocol": "paper", "settings": info["protocol_settings"]})
     assert "per benchmark: math: benchmark.split=math500 benchmark.equivalence=aflow" in note
@@ -208,7 +208,7 @@ def test_every_cell_names_the_scorer_its_runs_recorded(tmp_path):
     """Issue 21: rows without a ↳ protocol line too: a note names, per benchmark, the scorer rule each cell's runs
     recorded (config.yaml) with the rows that used it, against the paper's; MATH by math-verify and by AFlow's
     checker side by side."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     shutil.copytree(FIXTURE / "math" / "io", root / "table1" / "math" / "io")     # math-verify, as recorded

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.backbone import BackboneResult
-from harness.types import Completion
+from agentic_repro.harness.backbone import BackboneResult
+from agentic_repro.harness.types import Completion
 from tests.doubles import ScriptedBackbone
 from tests.test_reporting import _args, _fake_metrics, guess
 
@@ -17,7 +17,7 @@ from tests.test_reporting import _args, _fake_metrics, guess
 # ---- intervals ---------------------------------------------------------------------------------------------
 
 def test_wilson_interval_hand_checked():
-    from scripts.stats import interval, wilson
+    from agentic_repro.scripts.stats import interval, wilson
 
     ci = wilson(3, 10)             # textbook: 3/10 -> [0.108, 0.603]
     assert (round(ci.low, 1), round(ci.high, 1), ci.method) == (10.8, 60.3, "wilson")
@@ -29,7 +29,7 @@ def test_wilson_interval_hand_checked():
 
 
 def test_t_interval_for_f1_hand_checked():
-    from scripts.stats import interval
+    from agentic_repro.scripts.stats import interval
 
     ci = interval([40.0, 60.0, 50.0, 70.0])        # mean 55, s = 12.91, t(0.975, 3) = 3.182 -> ±20.54
     assert ci.method == "t" and ci.low == pytest.approx(34.46, abs=0.01) and ci.high == pytest.approx(75.54, abs=0.01)
@@ -39,7 +39,7 @@ def test_t_interval_for_f1_hand_checked():
 
 
 def test_cell_interval_over_problems_averaged_over_seeds(tmp_path):
-    from scripts.collect import load_runs
+    from agentic_repro.scripts.collect import load_runs
 
     root = tmp_path / "results"
     # two seeds that disagree on problem 0: per-problem means 50, 100, 0, 0 -> not binary -> t interval
@@ -58,7 +58,7 @@ def test_cell_interval_over_problems_averaged_over_seeds(tmp_path):
 def test_cell_with_errors_is_incomplete_not_averaged(tmp_path, old_format):
     """A run with errors (metrics with n_errors, or an old file without it whose predictions hold errors) is shown
     as incomplete, excluded from Avg and from best/second."""
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     benches = ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
@@ -94,13 +94,13 @@ class _FlakyBackbone(ScriptedBackbone):
 
 
 def test_reproduce_exits_nonzero_naming_incomplete_runs(tmp_path, monkeypatch, capsys):
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
 
     async def fake_build(cfg, *, run_dir, seed, **kw):
         cls = _FlakyBackbone if "gsm8k" in str(run_dir) else ScriptedBackbone
         return cls(guess, name=f"{cfg['name']}-{Path(str(run_dir)).parts[-4]}", max_concurrency=2)
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp", "limit=3", *_args(tmp_path)]
     assert reproduce_table1.main(argv) == 1
     err = capsys.readouterr().err
@@ -127,7 +127,7 @@ def _write_config(d: Path, method: str, bench: str, deviations=None, label=None)
 
 
 def test_deviations_become_numbered_footnotes_in_md_tex_csv(tmp_path):
-    from scripts import table1
+    from agentic_repro.scripts import table1
 
     root = tmp_path / "results"
     shared = "one backbone stands in for several models"
@@ -153,8 +153,8 @@ def test_deviations_become_numbered_footnotes_in_md_tex_csv(tmp_path):
 def test_footnotes_fall_back_to_the_method_yaml_and_name_the_size_protocol(tmp_path):
     """Runs made before `deviations` existed (no key in config.yaml): the method's yaml; a method run at the
     protocol's reduced setting gets a footnote naming it."""
-    from scripts import table1
-    from scripts.runs import method_config
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.runs import method_config
 
     root = tmp_path / "results"
     _write_config(_fake_metrics(root, "gsm8k", "cot_sc", 42, 20.0), "cot_sc", "gsm8k")
@@ -173,7 +173,7 @@ def test_footnotes_fall_back_to_the_method_yaml_and_name_the_size_protocol(tmp_p
 # ---- per-role costs --------------------------------------------------------------------------------------
 
 def test_cost_table_per_role_when_a_run_has_several_roles(tmp_path):
-    from scripts import efficiency
+    from agentic_repro.scripts import efficiency
 
     root = tmp_path / "results"
     d = _fake_metrics(root, "gsm8k", "cot", 42, 50.0, n=2, scores=[1.0, 0.0])
@@ -199,8 +199,8 @@ def test_cost_table_per_role_when_a_run_has_several_roles(tmp_path):
 # ---- the size protocols of the main job ------------------------------------------------------------------
 
 def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
-    from scripts.reproduce_table1 import build_plan, resolve_protocol
-    from scripts.runs import load_experiment
+    from agentic_repro.scripts.reproduce_table1 import build_plan, resolve_protocol
+    from agentic_repro.scripts.runs import load_experiment
 
     exp = load_experiment("table1")
     smoke, info = build_plan(exp, {"backbone": "local", "size": "smoke"}, [])
@@ -237,8 +237,8 @@ def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
 
 
 def test_size_option_names_the_choices():
-    from scripts.reproduce_table1 import build_plan
-    from scripts.runs import load_experiment
+    from agentic_repro.scripts.reproduce_table1 import build_plan
+    from agentic_repro.scripts.runs import load_experiment
 
     with pytest.raises(SystemExit, match="smoke"):
         build_plan(load_experiment("table1"), {"backbone": "local", "size": "huge"}, [])
@@ -249,7 +249,7 @@ def test_size_option_names_the_choices():
 def test_table_is_rerendered_after_each_run_and_survives_an_interrupt(tmp_path, monkeypatch, capsys):
     """While run k is going, table1.md already shows runs 1..k-1; a Ctrl-C mid-plan leaves the table up to date
     and the same command resumes with only the rest."""
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
 
     md = tmp_path / "results" / "table1" / "table1.md"
     seen: list[str] = []
@@ -267,7 +267,7 @@ def test_table_is_rerendered_after_each_run_and_survives_an_interrupt(tmp_path, 
         cls = Interrupting if state["interrupt"] and "humaneval" in str(run_dir) else ScriptedBackbone
         return cls(script, name=cfg["name"], max_concurrency=1)
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp,humaneval", "limit=2",
             "runner.max_concurrent_problems=1", *_args(tmp_path)]
     with pytest.raises(KeyboardInterrupt):
@@ -294,13 +294,13 @@ class _CutBackbone(ScriptedBackbone):
 
 
 def test_stop_share_is_computed_from_calls_jsonl_and_warned_below_90_percent(tmp_path, monkeypatch, capsys):
-    from scripts import reproduce_table1
+    from agentic_repro.scripts import reproduce_table1
 
     async def fake_build(cfg, *, run_dir, seed, **kw):
         cls = _CutBackbone if "mbpp" in str(run_dir) else ScriptedBackbone
         return cls(guess, name=cfg["name"], max_concurrency=2)
 
-    monkeypatch.setattr("harness.runner.build_backbone", fake_build)
+    monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
     argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp", "limit=3", *_args(tmp_path)]
     assert reproduce_table1.main(argv) == 0
     err = capsys.readouterr().err
@@ -320,8 +320,8 @@ def test_runs_are_found_by_their_config_and_two_models_of_one_backbone_get_two_t
     (harness.spec.backbone_dir): two models served under backbone=vllm are two tables, not one average."""
     import yaml
 
-    from scripts import table1
-    from scripts.collect import RunIndex
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.collect import RunIndex
 
     root = tmp_path / "results"
     for model, score in (("Qwen/Qwen2.5-7B-Instruct", 40.0), ("meta-llama/Llama-3.1-8B-Instruct", 60.0)):
@@ -343,7 +343,7 @@ def test_runs_are_found_by_their_config_and_two_models_of_one_backbone_get_two_t
 
 
 def test_ablation_and_sweep_reports_mark_incomplete_cells_and_exit_nonzero(tmp_path, capsys):
-    from scripts import ablation, sensitivity
+    from agentic_repro.scripts import ablation, sensitivity
 
     root = tmp_path / "results"
     for b in ("gsm8k", "mbpp", "hotpotqa"):
@@ -373,8 +373,8 @@ def test_ablation_and_sweep_reports_mark_incomplete_cells_and_exit_nonzero(tmp_p
 
 
 def test_sweeps_on_the_embedded_default_cover_six_benchmarks_with_their_max_tokens():
-    from scripts.runs import load_experiment
-    from scripts.sweep import commands
+    from agentic_repro.scripts.runs import load_experiment
+    from agentic_repro.scripts.sweep import commands
 
     exp = load_experiment("sensitivity")
     assert exp["benchmarks"] == ["gsm8k", "math", "mbpp", "humaneval", "hotpotqa", "drop"]
@@ -388,8 +388,8 @@ def test_sweeps_on_the_embedded_default_cover_six_benchmarks_with_their_max_toke
 def test_time_estimate_from_measured_runs(tmp_path):
     """The estimate for the runs still to do: per answered problem of a same-cell run on disk, its measured
     backbone time and its tokens at the idle per-token costs."""
-    from scripts.reproduce_table1 import build_plan, estimate_s
-    from scripts.runs import load_experiment, plan
+    from agentic_repro.scripts.reproduce_table1 import build_plan, estimate_s
+    from agentic_repro.scripts.runs import load_experiment, plan
 
     root = tmp_path / "results"
     d = _fake_metrics(root, "gsm8k", "io", 42, 50.0, n=2, scores=[1.0, 0.0])

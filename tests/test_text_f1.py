@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from evaluators import text_f1
-from evaluators.text_f1 import (drop_em_f1_official, drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1,
+from agentic_repro.evaluators import text_f1
+from agentic_repro.evaluators.text_f1 import (drop_em_f1_official, drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1,
                                 normalize_answer, token_f1)
 
 
@@ -100,8 +100,8 @@ def test_hotpot_official_yes_no_rule() -> None:
 def test_hotpotqa_score_reports_both_f1() -> None:
     import asyncio
 
-    from evaluators.qa_tasks import HotpotQA
-    from harness.types import Problem
+    from agentic_repro.evaluators.qa_tasks import HotpotQA
+    from agentic_repro.harness.types import Problem
 
     bench = HotpotQA({"name": "hotpotqa"})
     problem = Problem(id="h1", index=0, fields={"question": "q", "context": ""}, gold="yes", benchmark="hotpotqa")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from training.datasets import (Example, build_dpo, build_kto, build_sft, find_runs, read_dataset, trace_examples,
+from agentic_repro.training.datasets import (Example, build_dpo, build_kto, build_sft, find_runs, read_dataset, trace_examples,
                                trajectories)
 
 

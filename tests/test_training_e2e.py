@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training.datasets import Example, build_dpo, build_sft, find_runs, trace_examples
-from training.train import compose_config, train
+from agentic_repro.training.datasets import Example, build_dpo, build_sft, find_runs, trace_examples
+from agentic_repro.training.train import compose_config, train
 
 pytestmark = pytest.mark.slow
 
@@ -52,10 +52,10 @@ def _train(kind: str, data: Path, out: Path, steps: int) -> object:
 
 
 def test_real_sft_and_dpo_steps_served_by_the_embedded_server(datasets, tmp_path: Path):
-    from harness.backbones import build_backbone
-    from harness.embedded.gguf import file_sha256
-    from harness.embedded.server import ServerPool
-    from harness.embedded.base_model import resolve_base
+    from agentic_repro.harness.backbones import build_backbone
+    from agentic_repro.harness.embedded.gguf import file_sha256
+    from agentic_repro.harness.embedded.server import ServerPool
+    from agentic_repro.harness.embedded.base_model import resolve_base
 
     sft_data, dpo_data = datasets
     sft = _train("sft", sft_data.path, tmp_path / "sft", steps=3)

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.embedded.gguf import file_sha256, read_gguf_metadata
-from training.fixtures import TINY_CONFIG, lora_gguf, tiny_base, tiny_base_gguf
-from training.identity import identity_path, read_adapter_identity
+from agentic_repro.harness.embedded.gguf import file_sha256, read_gguf_metadata
+from agentic_repro.training.fixtures import TINY_CONFIG, lora_gguf, tiny_base, tiny_base_gguf
+from agentic_repro.training.identity import identity_path, read_adapter_identity
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +51,8 @@ def test_identity_file_of_a_changed_adapter_is_refused(tiny, tmp_path: Path):
 
 
 def test_identity_is_what_the_backbones_read(tiny, tmp_path: Path):
-    """harness.adapters (serve's reader, used by every backbone) finds the same base and data hash."""
-    from harness.adapters import AdapterSpec, adapter_identity
+    """agentic_repro.harness.adapters (serve's reader, used by every backbone) finds the same base and data hash."""
+    from agentic_repro.harness.adapters import AdapterSpec, adapter_identity
 
     g = lora_gguf(tiny.gguf, tmp_path, seed=5, name="x", train_texts=["one two three"])
     for path in (g, tmp_path / "x"):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from training.datasets import Example, build_dpo, build_kto, build_sft, find_runs, read_dataset, trace_examples
-from training.fixtures import tiny_base
-from training.train import TrainError, compose_config, main, train
+from agentic_repro.training.datasets import Example, build_dpo, build_kto, build_sft, find_runs, read_dataset, trace_examples
+from agentic_repro.training.fixtures import tiny_base
+from agentic_repro.training.train import TrainError, compose_config, main, train
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +110,9 @@ def test_sft_killed_run_resumes_from_its_last_checkpoint(tiny, sft_run):
 
 
 def test_sft_exports_peft_and_gguf_with_identity(tiny, sft_run):
-    from harness.embedded.gguf import file_sha256, read_gguf_metadata
-    from harness.embedded.base_model import base_identity, resolve_base
-    from training.identity import read_adapter_identity
+    from agentic_repro.harness.embedded.gguf import file_sha256, read_gguf_metadata
+    from agentic_repro.harness.embedded.base_model import base_identity, resolve_base
+    from agentic_repro.training.identity import read_adapter_identity
 
     res = sft_run["res"]
     assert read_gguf_metadata(res.gguf)["kv"]["general.type"] == "adapter"
@@ -182,13 +182,13 @@ def test_wrong_dataset_kind_is_refused(tiny, run_dir: Path, tmp_path: Path, caps
 def test_gguf_quantizer_is_detached(tiny, tmp_path: Path):
     """transformers attaches its GGUF quantizer to a model read from a GGUF (the quantizer calls below are the ones
     ``from_pretrained(gguf_file=...)`` makes around loading the weights); save_pretrained and the Trainer refuse
-    such a model until :func:`harness.embedded.base_model.detach_gguf_quantizer` removes it. The slow test loads a real GGUF."""
+    such a model until :func:`agentic_repro.harness.embedded.base_model.detach_gguf_quantizer` removes it. The slow test loads a real GGUF."""
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, Trainer, TrainingArguments
     from transformers.quantizers.quantizer_gguf import GgufHfQuantizer
     from transformers.utils.quantization_config import GgufConfig
 
-    from harness.embedded.base_model import detach_gguf_quantizer
+    from agentic_repro.harness.embedded.base_model import detach_gguf_quantizer
 
     def quantized():
         model = AutoModelForCausalLM.from_pretrained(tiny.hf_dir)

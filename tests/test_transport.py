@@ -7,7 +7,7 @@ import socket
 import openai
 import pytest
 
-from harness.transport import LeanPost
+from agentic_repro.harness.transport import LeanPost
 from tests.fault_server import FaultServer
 
 BODY = {"model": "fault-model", "messages": [{"role": "user", "content": "What is 1+1?"}]}

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
-from harness.tools import Tool
-from harness.types import Problem, Score
-from harness.view import GoldHidden
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.tools import Tool
+from agentic_repro.harness.types import Problem, Score
+from agentic_repro.harness.view import GoldHidden
 from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 
@@ -57,7 +57,7 @@ def _is_secret(obj: Any) -> bool:
         return GOLD_MARK in obj or SECRET_MARK in obj
     if isinstance(obj, Problem):
         return True
-    from harness.benchmark import Benchmark
+    from agentic_repro.harness.benchmark import Benchmark
 
     return isinstance(obj, Benchmark)
 
@@ -125,7 +125,7 @@ def _cell_ok(cell: Any) -> bool:
 
 
 async def snoop(problem, ctx):
-    from harness.types import Solution
+    from agentic_repro.harness.types import Solution
 
     report: dict[str, Any] = {}
     try:
@@ -203,7 +203,7 @@ def test_stateful_methods_get_views_at_window_end(tmp_path, tiny_data):
         name = "w"
 
         async def solve(self, problem, ctx):
-            from harness.types import Solution
+            from agentic_repro.harness.types import Solution
 
             return Solution(await ctx.ask(problem.fields["q"], stage="a"))
 
@@ -227,7 +227,7 @@ def test_stateful_methods_get_views_at_window_end(tmp_path, tiny_data):
 
 
 async def use_tools(problem, ctx):
-    from harness.types import Solution
+    from agentic_repro.harness.types import Solution
 
     names = [t.name for t in ctx.tools]
     looked = await ctx.call_tool("lookup", key=problem.fields["q"][:9])
@@ -257,7 +257,7 @@ def test_every_tool_call_is_recorded(tmp_path, tiny_data):
 
 
 def test_tool_summaries_are_bounded():
-    from harness.tools import SUMMARY_CHARS, summarize
+    from agentic_repro.harness.tools import SUMMARY_CHARS, summarize
 
     assert len(summarize("x" * 10_000)) == SUMMARY_CHARS
     assert summarize({"b": 1, "a": [1, 2]}) == '{"a": [1, 2], "b": 1}'
@@ -267,7 +267,7 @@ def test_ctx_used_outside_its_problem_is_an_error(tmp_path, tiny_data):
     kept = []
 
     async def keep(problem, ctx):
-        from harness.types import Solution
+        from agentic_repro.harness.types import Solution
 
         kept.append(ctx)
         if len(kept) == 2:
@@ -311,10 +311,10 @@ def test_no_visible_field_of_any_benchmark_scores_as_the_answer(name):
     ``answer_text`` was one). Scored by the benchmark's own scorer, problems as the runner loads them."""
     import asyncio
 
-    from evaluators.base import build_benchmark
-    from evaluators.data import DataMissingError
-    from harness.view import ProblemView
-    from scripts.runs import compose
+    from agentic_repro.evaluators.base import build_benchmark
+    from agentic_repro.evaluators.data import DataMissingError
+    from agentic_repro.harness.view import ProblemView
+    from agentic_repro.scripts.runs import compose
 
     bench = build_benchmark(compose([f"benchmark={name}"])["benchmark"])
     if bench.is_environment:

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from harness.results import read_jsonl_tolerant
-from harness.types import Completion
+from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.types import Completion
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
-from viewer import cli, data, methods, site
+from agentic_repro.viewer import cli, data, methods, site
 
-IO = {"name": "io", "solver": "baselines.simple:io", "params": {"template": "{task}\n\n{answer_instruction}"}}
+IO = {"name": "io", "solver": "agentic_repro.baselines.simple:io", "params": {"template": "{task}\n\n{answer_instruction}"}}
 
 
 def right_on_1(messages, sampling):
@@ -31,7 +31,7 @@ def right_on_1_and_2(messages, sampling):
 
 
 def spec_of(tmp_path: Path, method: dict[str, Any], **kw: Any):
-    """``make_spec`` with the cache in config.yaml, as ``harness.run`` writes it (the viewer finds it there)."""
+    """``make_spec`` with the cache in config.yaml, as ``agentic_repro.harness.run`` writes it (the viewer finds it there)."""
     spec = make_spec(tmp_path, method, **kw)
     spec.full_config["cache"] = dict(spec.cache_cfg)
     return spec
@@ -216,7 +216,7 @@ def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Pat
 
 
 def test_a_searched_methods_artifact_search_history_and_validate_runs(tmp_path: Path, tiny_data: Path):
-    from baselines.autoflow.artifact import write_artifact
+    from agentic_repro.baselines.autoflow.artifact import write_artifact
 
     folder = tmp_path / "results" / "search" / "tiny" / "aflow" / "scripted" / "seed=42"
     evals = make_spec(tmp_path, IO, limit=2)                       # a validate run the search made, in its folder
@@ -224,7 +224,7 @@ def test_a_searched_methods_artifact_search_history_and_validate_runs(tmp_path: 
     run(evals, ScriptedBackbone(right_on_1))
     write_artifact(folder / "artifact.json", {
         "method": "aflow", "benchmark": "tiny", "split": "validate", "seed": 42,
-        "workflow": {"solver": "baselines.simple:io", "params": {}}, "validate_score": 0.75,
+        "workflow": {"solver": "agentic_repro.baselines.simple:io", "params": {}}, "validate_score": 0.75,
         "history": [{"round": 1, "score": 0.5, "graph": {"ops": ["Custom"]}}, {"round": 2, "score": 0.75}],
         "roles": {}, "search_cost": {"total": {"cost_usd": 0.01, "calls": 12}}})
     spec = make_spec(tmp_path, IO, limit=1)
@@ -294,7 +294,7 @@ def test_view_serves_until_ctrl_c_then_removes_its_temporary_site(tmp_path: Path
     before = tree_digest(tmp_path / "results")
     env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
     (tmp_path / "tmp").mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "viewer", str(tmp_path / "results"), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "agentic_repro.viewer", str(tmp_path / "results"), "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env,
                             cwd=Path(__file__).resolve().parents[1])
     try:
@@ -334,7 +334,7 @@ def test_tool_calls_and_their_verdicts_are_on_the_problem_page(tmp_path: Path, t
 
 
 def test_svg_a_cycle_is_drawn_not_looped_and_a_missing_confidence_is_a_gap_not_zero():
-    from viewer import svg
+    from agentic_repro.viewer import svg
 
     g = svg.dag([{"id": "v1", "inputs": ["v2"]}, {"id": "v2", "inputs": ["v1"]}, {"id": "v3", "inputs": ["x"]}])
     assert all(f'data-id="{n}"' in g for n in ("v1", "v2", "v3", "x"))   # an unknown input is drawn as a source

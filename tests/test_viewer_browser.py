@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import make_spec, run, run_e2e
 from tests.doubles import ScriptedBackbone
-from viewer import cli, data, site
+from agentic_repro.viewer import cli, data, site
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 CHROMIUM = "/usr/bin/chromium"

@@ -97,10 +97,10 @@ def describe(rep: dict[str, Any], mode: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m training.cutoff data=<sft dataset.jsonl> [base=local] [max_length=2048]``: the counts alone."""
-    from harness.embedded.base_model import load_tokenizer, resolve_base
-    from training.datasets import read_dataset
-    from training.train import _to_trl_rows
+    """``python -m agentic_repro.training.cutoff data=<sft dataset.jsonl> [base=local] [max_length=2048]``: the counts alone."""
+    from agentic_repro.harness.embedded.base_model import load_tokenizer, resolve_base
+    from agentic_repro.training.datasets import read_dataset
+    from agentic_repro.training.train import _to_trl_rows
 
     kv = dict(a.split("=", 1) for a in (sys.argv[1:] if argv is None else argv) if "=" in a)
     if "data" not in kv:

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import sha256_file
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.hashing import sha256_file
+from agentic_repro.harness.results import read_jsonl_tolerant
 
 __all__ = ["BUILDER_VERSION", "Dataset", "Example", "RunSource", "Trajectory", "build_dpo", "build_kto",
            "build_sft", "dataset_sha256", "find_runs", "read_dataset", "trace_examples", "trajectories"]
@@ -169,7 +169,7 @@ def _collect(runs: Sequence[RunSource], extract: Callable[[Trajectory], Iterable
 def _provenance(kind: str, runs: Sequence[RunSource], extract: Callable[..., Any], rules: dict[str, Any],
                 counts: dict[str, Any], roles_seen: set[str | None]) -> dict[str, Any]:
     return {
-        "builder": "training.datasets", "builder_version": BUILDER_VERSION, "kind": kind,
+        "builder": "agentic_repro.training.datasets", "builder_version": BUILDER_VERSION, "kind": kind,
         "extractor": getattr(extract, "__qualname__", None) or repr(extract),
         "extractor_module": getattr(extract, "__module__", None),
         "sources": [{"run_id": r.run_id, "path": str(r.root), "files": r.files,

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.embedded.gguf import _locked, default_cache_dir, file_sha256
-from harness.embedded.base_model import BaseModel, _gguf_hf_dir, base_identity, resolve_base
-from training.identity import write_identity
-from training.llama_cpp import LLAMA_CPP_PYTHON_VERSION, convert_hf_to_gguf, convert_lora_to_gguf
+from agentic_repro.harness.embedded.gguf import _locked, default_cache_dir, file_sha256
+from agentic_repro.harness.embedded.base_model import BaseModel, _gguf_hf_dir, base_identity, resolve_base
+from agentic_repro.training.identity import write_identity
+from agentic_repro.training.llama_cpp import LLAMA_CPP_PYTHON_VERSION, convert_hf_to_gguf, convert_lora_to_gguf
 
 __all__ = ["TINY_CONFIG", "TinyBase", "default_fixture_dir", "lora_gguf", "tiny_base", "tiny_base_gguf"]
 
@@ -140,7 +140,7 @@ def _build_lora(bm: BaseModel, hf_dir: Path | None, cached: Path, key: str, *, s
         from peft import LoraConfig, get_peft_model
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        from harness.embedded.base_model import load_base, save_base_config
+        from agentic_repro.harness.embedded.base_model import load_base, save_base_config
 
         if cached.exists():
             shutil.rmtree(cached)

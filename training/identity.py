@@ -1,7 +1,7 @@
 """An adapter's identity: what the serving side records per call (sha256, base model, training-data hash).
 
 Written by the trainer (and the fixtures) beside every adapter it exports, where the backbones' adapter reader
-(:func:`harness.adapters.adapter_identity`) looks: ``<name>.gguf.json`` next to a GGUF LoRA, ``provenance.json``
+(:func:`agentic_repro.harness.adapters.adapter_identity`) looks: ``<name>.gguf.json`` next to a GGUF LoRA, ``provenance.json``
 inside a peft adapter folder. Keys: ``base_model`` (the base's identity), ``training_data_sha256``, ``config``,
 ``kind``; a GGUF's sidecar also carries the file's ``sha256`` so a changed file is detected. A peft folder's hash
 covers every file in it (the sidecar included), as the backbones compute it.
@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import sha256_file, sha256_tree
+from agentic_repro.harness.hashing import sha256_file, sha256_tree
 
 __all__ = ["IDENTITY_FORMAT", "adapter_sha256", "identity_path", "read_adapter_identity", "write_identity"]
 

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.embedded.gguf import _locked, default_cache_dir
-from harness.hashing import sha256_file
+from agentic_repro.harness.embedded.gguf import _locked, default_cache_dir
+from agentic_repro.harness.hashing import sha256_file
 
 __all__ = ["LLAMA_CPP_PYTHON_VERSION", "SDIST_SHA256", "ConversionError", "convert_hf_to_gguf",
            "convert_lora_to_gguf", "converters_dir"]

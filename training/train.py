@@ -1,8 +1,8 @@
 """Train a LoRA with trl (SFT, KTO or DPO) from a dataset file; export it as a peft folder and a GGUF LoRA.
 
-    python -m training.train kind=sft data=results/datasets/designer-sft.jsonl base=local out=adapters/designer
-    python -m training.train kind=kto data=...kto.jsonl base=local out=adapters/designer-kto lr=1e-4
-    python -m training.train kind=dpo data=...dpo.jsonl base=Qwen/Qwen2.5-7B-Instruct out=adapters/planner
+    python -m agentic_repro.training.train kind=sft data=results/datasets/designer-sft.jsonl base=local out=adapters/designer
+    python -m agentic_repro.training.train kind=kto data=...kto.jsonl base=local out=adapters/designer-kto lr=1e-4
+    python -m agentic_repro.training.train kind=dpo data=...dpo.jsonl base=Qwen/Qwen2.5-7B-Instruct out=adapters/planner
 
 The options are ``configs/training/<kind>.yaml`` (Hydra overrides: ``key=value``). The output folder holds:
 ``adapter/`` (peft: what vLLM's ``--lora-modules`` and peft load), ``adapter.gguf`` (what the embedded llama.cpp
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from harness.embedded.base_model import base_identity, load_base, resolve_base, save_base_config
-from training.datasets import read_dataset
-from training.identity import write_identity
+from agentic_repro.harness.embedded.base_model import base_identity, load_base, resolve_base, save_base_config
+from agentic_repro.training.datasets import read_dataset
+from agentic_repro.training.identity import write_identity
 
 __all__ = ["TrainError", "TrainResult", "compose_config", "train"]
 
@@ -64,7 +64,7 @@ def compose_config(kind: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
     missing = [k for k in ("data", "out") if OmegaConf.is_missing(cfg, k)]
     if missing:
         raise TrainError(f"training needs {' and '.join(f'{k}=...' for k in missing)} "
-                         f"(python -m training.train kind={kind} data=<dataset.jsonl> out=<folder>)")
+                         f"(python -m agentic_repro.training.train kind={kind} data=<dataset.jsonl> out=<folder>)")
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
 
 
@@ -229,7 +229,7 @@ def train(cfg: dict[str, Any], *, callbacks: Sequence[Any] = ()) -> TrainResult:
     if cfg["logger"] not in ("none", "wandb"):
         raise TrainError(f"logger={cfg['logger']!r}: none | wandb")
     if cfg["logger"] == "wandb":
-        from harness.logging_wandb import _import_wandb, resolve_mode
+        from agentic_repro.harness.logging_wandb import _import_wandb, resolve_mode
 
         wandb = _import_wandb()
         mode = os.environ.get("WANDB_MODE") or resolve_mode(None)
@@ -312,8 +312,8 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     if cfg.get("init_adapter"):
         from peft import PeftModel
 
-        from harness.embedded.peft import peft_dir_for
-        from training.identity import read_adapter_identity
+        from agentic_repro.harness.embedded.peft import peft_dir_for
+        from agentic_repro.training.identity import read_adapter_identity
 
         folder = peft_dir_for(cfg["init_adapter"])
         init = read_adapter_identity(folder)
@@ -340,7 +340,7 @@ def _train(cfg: dict[str, Any], callbacks: Sequence[Any]) -> TrainResult:
     gguf, export_s = None, None
     if cfg["export_gguf"]:
         t_export = time.perf_counter()
-        from training.llama_cpp import convert_lora_to_gguf
+        from agentic_repro.training.llama_cpp import convert_lora_to_gguf
 
         base_cfg_dir = save_base_config(base, trainer.model, tok, out / "base-config")
         gguf = convert_lora_to_gguf(adapter_dir, base_cfg_dir, out / "adapter.gguf", outtype=str(cfg["gguf_outtype"]))
@@ -376,7 +376,7 @@ def _cut_sft(cfg: dict[str, Any], tok: Any, train_rows: list[dict], val_rows: li
     """Measure the cutoff on every SFT example (printed, recorded) and, under ``truncation=llamafactory``, hand
     trl the rows already tokenized and cut by LLaMA-Factory's rule (trl's own ``max_length`` then cuts nothing);
     ``truncation=keep_start`` leaves the rows to trl's truncation."""
-    from training.cutoff import MODES, describe, measure, tokenized_rows
+    from agentic_repro.training.cutoff import MODES, describe, measure, tokenized_rows
 
     mode = str(cfg.get("truncation", "keep_start"))
     if mode not in MODES:
@@ -390,7 +390,7 @@ def _cut_sft(cfg: dict[str, Any], tok: Any, train_rows: list[dict], val_rows: li
 
 
 def _sha(path: Path) -> str:
-    from training.identity import adapter_sha256
+    from agentic_repro.training.identity import adapter_sha256
 
     return adapter_sha256(path)
 
@@ -411,7 +411,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     kinds = [a for a in argv if a.startswith("kind=")]
     if not kinds:
-        print("usage: python -m training.train kind=sft|kto|dpo data=<dataset.jsonl> out=<folder> "
+        print("usage: python -m agentic_repro.training.train kind=sft|kto|dpo data=<dataset.jsonl> out=<folder> "
               "[base=local] [key=value ...]  (options: configs/training/<kind>.yaml)", file=sys.stderr)
         return 2
     kind = kinds[-1].split("=", 1)[1]
@@ -419,7 +419,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = compose_config(kind, [a for a in argv if not a.startswith("kind=")])
         res = train(cfg)
     except (TrainError, FileNotFoundError, ValueError) as exc:
-        print(f"training.train: {exc}", file=sys.stderr)
+        print(f"agentic_repro.training.train: {exc}", file=sys.stderr)
         return 2
     first = f"{res.losses[0]:.4f}" if res.losses else "n/a"
     last = f"{res.losses[-1]:.4f}" if res.losses else "n/a"

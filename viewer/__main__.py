@@ -1,3 +1,3 @@
-from viewer.cli import main
+from agentic_repro.viewer.cli import main
 
 raise SystemExit(main())

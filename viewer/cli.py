@@ -15,7 +15,7 @@ import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from viewer import site
+from agentic_repro.viewer import site
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 8765

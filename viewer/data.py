@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from harness.results import latest_by_id, read_jsonl_tolerant
+from agentic_repro.harness.results import latest_by_id, read_jsonl_tolerant
 
 #: the files that make a folder a run folder (results/README.md)
 RUN_MARKERS = ("predictions.jsonl", "metrics.json")
@@ -128,7 +128,7 @@ class Run:
 
 def score_interval(run: Run) -> list[float] | None:
     """The 95% interval of the score in percent, as Table 1 computes a cell (Wilson for 0/1 scores, else t)."""
-    from scripts.stats import interval
+    from agentic_repro.scripts.stats import interval
 
     values = [100.0 * float(p["score"]) for p in problems_of(run).values()
               if p.get("status") == "ok" and isinstance(p.get("score"), (int, float))]
@@ -228,7 +228,7 @@ class ReplyStore:
 
 def cache_path(run: Run, override: Path | None = None) -> Path | None:
     """The run's response cache: ``override``, else config.yaml's ``cache.path`` (a relative path is tried
-    against the working directory and the checkout, where ``harness.run`` is started)."""
+    against the working directory and the checkout, where ``agentic_repro.harness.run`` is started)."""
     if override is not None:
         return Path(override)
     p = (run.config.get("cache") or {}).get("path")

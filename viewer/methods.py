@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from viewer import svg
+from agentic_repro.viewer import svg
 
 
 def dyflow(trace: dict[str, Any]) -> dict[str, Any] | None:

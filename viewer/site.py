@@ -14,7 +14,7 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, select_autoescape
 
-from viewer import data, methods
+from agentic_repro.viewer import data, methods
 
 STATIC = Path(__file__).with_name("static")
 
@@ -24,7 +24,7 @@ class ExportError(ValueError):
 
 
 def environment() -> Environment:
-    env = Environment(loader=PackageLoader("viewer", "templates"), autoescape=select_autoescape(["html"]),
+    env = Environment(loader=PackageLoader(__package__, "templates"), autoescape=select_autoescape(["html"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["money"] = lambda v: "—" if v is None else f"${v:.4f}" if v < 1 else f"${v:.2f}"
     env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)

@@ -18,7 +18,7 @@ Facts from the authors' code (ShengranHu/ADAS @2702bee: ``_mgsm/search.py``, ``_
   a partly crashing one joins the archive).
 - 30 generations; 128 validation questions (``valid_size``), ``n_repreat`` 1.
 
-Agents run only in the sandbox (:mod:`baselines.autoflow.workflow`, ``kind: adas``): each ``LLMAgentBase``
+Agents run only in the sandbox (:mod:`agentic_repro.baselines.autoflow.workflow`, ``kind: adas``): each ``LLMAgentBase``
 call is a request the harness answers (prompt built and JSON parsed here, as ``LLMAgentBase.query``).
 """
 from __future__ import annotations
@@ -29,9 +29,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from baselines.autoflow.search import SearchContext, SearchResult
+from agentic_repro.baselines.autoflow.search import SearchContext, SearchResult
 
-WORKFLOW_SOLVER = "baselines.autoflow.workflow:SandboxedWorkflow"
+WORKFLOW_SOLVER = "agentic_repro.baselines.autoflow.workflow:SandboxedWorkflow"
 PROMPTS = json.loads((Path(__file__).parent / "prompts" / "adas_prompts.json").read_text(encoding="utf-8"))
 DEBUG_MESSAGE = ("Error during evaluation:\n{error}\nCarefully consider where you went wrong in your latest "
                  "implementation. Using insights from previous attempts, try to debug the current code to implement "

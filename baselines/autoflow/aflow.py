@@ -25,7 +25,7 @@ Facts from the authors' code (FoundationAgents/AFlow @364399e: ``scripts/optimiz
   that template's operators (DROP/HotpotQA: ``ScEnsemble(solutions)`` with their own prompt;
   ``operator_templates: dataset``).
 
-Generated graphs run only in the sandbox (:mod:`baselines.autoflow.workflow`); deviations are listed in
+Generated graphs run only in the sandbox (:mod:`agentic_repro.baselines.autoflow.workflow`); deviations are listed in
 ``baselines/README.md`` (AFlow row) and ``configs/method/aflow.yaml``.
 """
 from __future__ import annotations
@@ -36,10 +36,10 @@ import random
 import re
 from typing import Any
 
-from baselines.autoflow import operators as ops_mod
-from baselines.autoflow.search import SearchContext, SearchResult
+from agentic_repro.baselines.autoflow import operators as ops_mod
+from agentic_repro.baselines.autoflow.search import SearchContext, SearchResult
 
-WORKFLOW_SOLVER = "baselines.autoflow.workflow:SandboxedWorkflow"
+WORKFLOW_SOLVER = "agentic_repro.baselines.autoflow.workflow:SandboxedWorkflow"
 
 # ---- released prompts (scripts/prompts/optimize_prompt.py, scripts/formatter.py) ---------------------------
 

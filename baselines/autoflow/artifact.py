@@ -1,6 +1,6 @@
 """The frozen result of a workflow search, and the test-time method that runs it.
 
-A search (:mod:`baselines.autoflow.search`) ends by writing one versioned JSON artifact: the found
+A search (:mod:`agentic_repro.baselines.autoflow.search`) ends by writing one versioned JSON artifact: the found
 workflow as a method config (``workflow: {solver, params}``, runnable by the harness like any method),
 its validate score and per-round history, the optimiser's and executor's identities, and the search
 cost per role. The test-time method (:class:`ArtifactMethod`, ``configs/method/aflow.yaml``
@@ -15,10 +15,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.method import Method, build_method
-from harness.results import read_json, write_json_atomic
-from harness.types import Solution
-from harness.view import ProblemView
+from agentic_repro.harness.method import Method, build_method
+from agentic_repro.harness.results import read_json, write_json_atomic
+from agentic_repro.harness.types import Solution
+from agentic_repro.harness.view import ProblemView
 
 ARTIFACT_FORMAT = "agentic-repro/workflow-artifact"
 ARTIFACT_VERSION = 2  # bump when a key's meaning changes; loaders refuse other versions
@@ -69,8 +69,8 @@ def load_artifact(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.exists():
         raise ArtifactError(f"no workflow artifact at {p}: run the search first, e.g. "
-                            "`python -m baselines.autoflow.search method=aflow benchmark=<b>` (it prints the path)")
-    doc = read_json(p, what="workflow artifact", fix="re-run the search (python -m baselines.autoflow.search "
+                            "`python -m agentic_repro.baselines.autoflow.search method=aflow benchmark=<b>` (it prints the path)")
+    doc = read_json(p, what="workflow artifact", fix="re-run the search (python -m agentic_repro.baselines.autoflow.search "
                     "... restart=true), or restore the file")
     if not isinstance(doc, dict) or doc.get("format") != ARTIFACT_FORMAT:
         raise ArtifactError(f"{p} is not a workflow artifact (format "

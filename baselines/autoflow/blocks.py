@@ -7,7 +7,7 @@ branch). A workflow is the blocks in order; block i maps (question, a'_{i-1}) to
 
 Here the optimiser writes block *configurations* (JSON data validated by :func:`validate_blocks`), not Python,
 so nothing generated is executed: the interpreter below is trusted code calling the operators of
-:mod:`baselines.autoflow.operators` through the problem context (ledger, cache). Each block's input, output
+:mod:`agentic_repro.baselines.autoflow.operators` through the problem context (ledger, cache). Each block's input, output
 and operator calls go to the trace, which the judge reads.
 
 Operator steps (``{"op": ..., ...}``): ``Custom`` / ``CustomCodeGenerate`` (``instruction``), ``AnswerGenerate``,
@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from harness.types import Solution
-from harness.view import ProblemView
+from agentic_repro.harness.types import Solution
+from agentic_repro.harness.view import ProblemView
 
-from baselines.autoflow import operators as ops_mod
+from agentic_repro.baselines.autoflow import operators as ops_mod
 
 STEP_OPS = ("Custom", "CustomCodeGenerate", "AnswerGenerate", "ScEnsemble", "Programmer", "SelfRefine", "Review",
             "Revise", "Format", "Test")

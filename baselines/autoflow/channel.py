@@ -1,9 +1,9 @@
 """The narrow channel between a generated workflow (in the sandbox) and the harness.
 
 AFlow, ADAS and JudgeFlow write Python workflows; the authors' repos ``exec`` them in process behind a
-substring blacklist. Here a workflow runs only in the harness sandbox (:mod:`evaluators.sandbox`: its own
+substring blacklist. Here a workflow runs only in the harness sandbox (:mod:`agentic_repro.evaluators.sandbox`: its own
 process, no network, no fork/exec, rlimits, dropped privileges), as the sandbox's *untrusted* solution with
-:mod:`baselines.autoflow.sandbox_runtime` in front of it. Its only way out is a request for an operator
+:mod:`agentic_repro.baselines.autoflow.sandbox_runtime` in front of it. Its only way out is a request for an operator
 call: the runtime hands a batch of ``{id, op, args}`` (plain data) to the sandbox's *trusted* side, a relay
 that forwards it as one JSON line over a private unix socket to this module; the harness validates each
 request (a known operator, plain arguments of bounded size, a call budget), runs it through the ordinary
@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Awaitable, Callable
 
-from evaluators.sandbox import ExecResult, Program, SandboxFailure, run_program_async
+from agentic_repro.evaluators.sandbox import ExecResult, Program, SandboxFailure, run_program_async
 
 RUNTIME_SOURCE = (Path(__file__).with_name("sandbox_runtime.py")).read_text(encoding="utf-8")
 LINE_LIMIT = 1 << 24  # bytes per JSON line on the socket
@@ -289,7 +289,7 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     return outcome
 
 
-#: how :func:`evaluators.sandbox.verdict.status_without_verdict` says the trusted runner died without a verdict
+#: how :func:`agentic_repro.evaluators.sandbox.verdict.status_without_verdict` says the trusted runner died without a verdict
 #: (killed, crashed): the workflow's own process cannot reach the runner, so this is the sandbox failing
 RUNNER_LOST = ("runner killed by signal", "no verdict from the runner", "the runner ended without a verdict")
 

@@ -1,6 +1,6 @@
 """Search cost and inference cost of a searched method, apart (DyFlow Table 8's layout).
 
-    python -m baselines.autoflow.costs results/<experiment>/<benchmark>/<method>/<backbone>/seed=<s> [...]
+    python -m agentic_repro.baselines.autoflow.costs results/<experiment>/<benchmark>/<method>/<backbone>/seed=<s> [...]
 
 For each test run of a searched method (its trace names the artifact it ran), one row: the search ("training")
 prompt/completion tokens and $ from the artifact's ``search_cost`` (every ledger of the search: optimiser and
@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 
-from baselines.autoflow.artifact import load_artifact
+from agentic_repro.baselines.autoflow.artifact import load_artifact
 
 COLUMNS = ["method", "benchmark", "search_prompt_tokens", "search_completion_tokens", "search_usd",
            "inference_prompt_tokens", "inference_completion_tokens", "inference_usd", "score_pct", "n"]

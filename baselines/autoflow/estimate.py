@@ -1,7 +1,7 @@
 """Estimated paper-protocol search + test cost of a searched method, from calls counted with the scripted backbone
 (harness/scripted.py).
 
-    python -m baselines.autoflow.estimate method=aflow|adas|judgeflow benchmark=gsm8k [optimizer_price=3,15]
+    python -m agentic_repro.baselines.autoflow.estimate method=aflow|adas|judgeflow benchmark=gsm8k [optimizer_price=3,15]
         [executor_price=0.15,0.6]
 
 Runs the method's real search loop (its prompts, selection, operators, sandbox) at the paper's round count
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import read_jsonl_tolerant
 
 TOKENS_PER_WORD = 1.4
 #: the paper's optimiser, USD per 1M input/output tokens: AFlow claude-3-5-sonnet (run.py) $3/$15; ADAS
@@ -103,11 +103,11 @@ def _price(text: str) -> tuple[float, float]:
 def estimate(overrides: list[str], *, shape: str = "ensemble3", reply_words: int = 215, optimizer_words: int = 700,
              optimizer_price: tuple[float, float] = (3.0, 15.0),
              executor_price: tuple[float, float] = (0.15, 0.6)) -> dict[str, Any]:
-    from baselines.autoflow.search import run_search, search_dir
-    from harness.benchmark import build_benchmark
-    from harness.runner import spec_from_config
-    from harness.compose import compose
-    from harness.scripted import ScriptedBackbone
+    from agentic_repro.baselines.autoflow.search import run_search, search_dir
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.scripted import ScriptedBackbone
 
     tmp = Path(tempfile.mkdtemp(prefix="autoflow-estimate-"))
     cfg = compose([*overrides, f"results_root={tmp}", "cache.mode=off", "runner.progress=false"])

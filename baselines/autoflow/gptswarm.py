@@ -33,9 +33,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 
-from baselines.autoflow import operators as O
+from agentic_repro.baselines.autoflow import operators as O
 
 #: what the paper optimises that this search does not (recorded in the artifact, footnoted under the row)
 NOT_AS_PAPER = ["only the edge distribution is optimised; the paper also optimises node prompts (its node "
@@ -327,7 +327,7 @@ class GPTSwarmOptimiser:
                   "role": p["role"], "temperature": p["temperature"], "max_tokens": p["max_tokens"],
                   "direct_max_tokens": p["direct_max_tokens"], "cot_max_tokens": p["cot_max_tokens"],
                   "sample_salt": salt}
-        return {"name": "gptswarm", "solver": "baselines.autoflow.gptswarm:GPTSwarm", "params": params,
+        return {"name": "gptswarm", "solver": "agentic_repro.baselines.autoflow.gptswarm:GPTSwarm", "params": params,
                 "roles": [p["role"]] if p["role"] else [], "label": "GPTSwarm", "deviations": []}
 
     async def search(self, sctx: Any) -> Any:
@@ -335,8 +335,8 @@ class GPTSwarmOptimiser:
 
         import torch
 
-        from baselines.autoflow.maas import _domain_of
-        from baselines.autoflow.search import SearchResult
+        from agentic_repro.baselines.autoflow.maas import _domain_of
+        from agentic_repro.baselines.autoflow.search import SearchResult
 
         p = self.p
         agents = list(p["agents"] or SWARMS.get(_domain_of(sctx), SWARMS["qa"]))

@@ -2,7 +2,7 @@
 
 What the paper states (abstract and method overview, read through public summaries; the authors' repo
 ma-zihan/JudgeFlow and the full text were not reachable here): workflows are ordered logic blocks (``seq``,
-``for``, ``cond``; :mod:`baselines.autoflow.blocks`); the workflow is evaluated; a Judge inspects the
+``for``, ``cond``; :mod:`agentic_repro.baselines.autoflow.blocks`); the workflow is evaluated; a Judge inspects the
 execution traces of *failed* runs and assigns rank-based responsibility scores to blocks; an LLM optimiser
 modifies the most problematic block; the workflow is updated.
 
@@ -18,12 +18,12 @@ import json
 import random
 from typing import Any
 
-from baselines.autoflow import operators as ops_mod
-from baselines.autoflow.aflow import select_parent, top_rounds
-from baselines.autoflow.blocks import STEP_OPS, BlockError, validate_blocks
-from baselines.autoflow.search import SearchContext, SearchResult
+from agentic_repro.baselines.autoflow import operators as ops_mod
+from agentic_repro.baselines.autoflow.aflow import select_parent, top_rounds
+from agentic_repro.baselines.autoflow.blocks import STEP_OPS, BlockError, validate_blocks
+from agentic_repro.baselines.autoflow.search import SearchContext, SearchResult
 
-WORKFLOW_SOLVER = "baselines.autoflow.blocks:BlockWorkflow"
+WORKFLOW_SOLVER = "agentic_repro.baselines.autoflow.blocks:BlockWorkflow"
 #: recorded in the artifact, footnoted under the row: the method itself cannot be checked against its paper
 NOT_AS_PAPER = ["JudgeFlow's full text and code were not reachable here: its judge prompt, blame aggregation, "
                 "parent selection, optimiser prompt and round-1 workflow are documented candidate reconstructions "

@@ -45,9 +45,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 
-from baselines.autoflow import operators as O
+from agentic_repro.baselines.autoflow import operators as O
 
 GENERATE_NAMES = ("Generate", "GenerateCoT", "MultiGenerateCoT")
 
@@ -286,7 +286,7 @@ def load_state(path: Path, sha256: str | None = None) -> tuple[Any, str]:
 
 
 def make_embedder(kind: str) -> Any:
-    from harness import embedding
+    from agentic_repro.harness import embedding
 
     if kind == "hash":
         return embedding.HashEmbedder(dim=384)
@@ -473,7 +473,7 @@ class MaasOptimiser:
                   "max_tokens": p["max_tokens"], "sample_salt": salt,
                   "programmer_timeout_s": p["programmer_timeout_s"], "qa_instruction": p["qa_instruction"],
                   "operator_templates": p["operator_templates"]}
-        return {"name": "maas", "solver": "baselines.autoflow.maas:MaasSupernet", "params": params,
+        return {"name": "maas", "solver": "agentic_repro.baselines.autoflow.maas:MaasSupernet", "params": params,
                 "roles": [p["role"]] if p["role"] else [], "label": "MaAS", "deviations": []}
 
     def _cost(self, rec: dict[str, Any]) -> float:
@@ -484,7 +484,7 @@ class MaasOptimiser:
         return toks / 1000.0
 
     async def search(self, sctx: Any) -> Any:
-        from baselines.autoflow.search import SearchResult
+        from agentic_repro.baselines.autoflow.search import SearchResult
 
         torch = _torch()
         p = self.p
@@ -573,7 +573,7 @@ class MaasOptimiser:
 
 
 def _domain_of(sctx: Any) -> str:
-    from harness.benchmark import build_benchmark
+    from agentic_repro.harness.benchmark import build_benchmark
 
     return str(build_benchmark(sctx.spec.benchmark_cfg).domain)
 

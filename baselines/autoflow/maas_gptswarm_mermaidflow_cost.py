@@ -1,7 +1,7 @@
 """Estimated paper-protocol search + test cost of MaAS, GPTSwarm and MermaidFlow, from calls counted with the
 scripted double.
 
-    python -m baselines.autoflow.maas_gptswarm_mermaidflow_cost [benchmarks=gsm8k,math,...] [methods=maas,...]
+    python -m agentic_repro.baselines.autoflow.maas_gptswarm_mermaidflow_cost [benchmarks=gsm8k,math,...] [methods=maas,...]
 
 Each method's real search loop runs at a tiny size on the scripted double (MaAS: 1 repetition over 8 validate
 problems, untrained controller; GPTSwarm: 4 iterations of 4 problems, initial edges; MermaidFlow: 2 rounds on 1 validate problem, the optimiser always
@@ -88,12 +88,12 @@ def _tokens(rows: list[dict[str, Any]]) -> tuple[int, int, int]:
 
 
 def estimate(method: str, benchmark: str, *, reply_words: int = 215, optimizer_words: int = 700) -> dict[str, Any]:
-    from baselines.autoflow.search import run_search, search_dir
-    from harness.benchmark import build_benchmark
-    from harness.results import read_jsonl_tolerant
-    from harness.runner import spec_from_config
-    from harness.compose import compose
-    from harness.scripted import ScriptedBackbone
+    from agentic_repro.baselines.autoflow.search import run_search, search_dir
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.runner import spec_from_config
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.scripted import ScriptedBackbone
 
     tmp = Path(tempfile.mkdtemp(prefix="flowgraph-estimate-"))
     cfg = compose([f"method={method}", f"benchmark={benchmark}", *TINY[method], f"results_root={tmp}",

@@ -6,7 +6,7 @@ rejecting ill-typed graphs; every accepted graph is scored on the validate split
 Facts taken from chengqiArchy/MermaidFlow (``scripts/optimizer.py``, ``scripts/mermaid_workflow.py``,
 ``scripts/evolution_related.py``, ``scripts/evolution_prompt.py``, ``run.py``, ``workspace/*/workflows/round_1``) and
 ChengqiCodeTrip/MermaidFlow_Linter (``scripts/MermaidChecker.py``, ``config/*.json``); prompts verbatim in
-:mod:`baselines.autoflow.mermaidflow_prompts`:
+:mod:`agentic_repro.baselines.autoflow.mermaidflow_prompts`:
 
 - round 1 is the released seed graph; every later round picks a parent among the top ``sample`` rounds by AFlow's
   mixed probability (alpha 0.2, lambda 0.3 over scores x 100); from round 5 on (``self.round >= 4``) a round is
@@ -35,10 +35,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.types import Solution
+from agentic_repro.harness.types import Solution
 
-from baselines.autoflow import mermaidflow_prompts as P
-from baselines.autoflow import operators as O
+from agentic_repro.baselines.autoflow import mermaidflow_prompts as P
+from agentic_repro.baselines.autoflow import operators as O
 
 # ---- the typed graph ----------------------------------------------------------------------------------------
 
@@ -410,7 +410,7 @@ class MermaidFlowOptimiser:
                                                ("max_tokens", optimizer_max_tokens)) if v is not None}
 
     def workflow(self, graph: str, prompt: str, qtype: str) -> dict[str, Any]:
-        return {"solver": "baselines.autoflow.mermaidflow:MermaidWorkflow",
+        return {"solver": "agentic_repro.baselines.autoflow.mermaidflow:MermaidWorkflow",
                 "params": {"graph": graph, "prompt": prompt, "qtype": qtype, "role": self.p["role"],
                            "temperature": self.p["executor_temperature"]},
                 "roles": [self.p["role"]] if self.p["role"] else []}
@@ -441,7 +441,7 @@ class MermaidFlowOptimiser:
                       pair: list[dict[str, Any]] | None, elites_all: list[dict[str, Any]], qtype: str) -> dict[str, Any]:
         """Four children -> judge -> check, at most ``check_tries`` times (with the errors fed back), and
         regenerated when the modification was already tried on the parent."""
-        from baselines.autoflow.aflow import format_experience, operator_description
+        from agentic_repro.baselines.autoflow.aflow import format_experience, operator_description
 
         prow = st["rounds"][str(parent["round"])]
         exp = st["experience"].get(str(parent["round"]))
@@ -512,10 +512,10 @@ class MermaidFlowOptimiser:
         return {"attempts": attempts}
 
     async def search(self, sctx: Any) -> Any:
-        from baselines.autoflow.aflow import (converged, mixed_probabilities, record_experience, select_parent,
+        from agentic_repro.baselines.autoflow.aflow import (converged, mixed_probabilities, record_experience, select_parent,
                                              top_rounds)
-        from baselines.autoflow.maas import _domain_of
-        from baselines.autoflow.search import SearchResult
+        from agentic_repro.baselines.autoflow.maas import _domain_of
+        from agentic_repro.baselines.autoflow.search import SearchResult
 
         p = self.p
         qtype = p["question_type"] or task_type(getattr(sctx, "domain", None) or _domain_of(sctx))

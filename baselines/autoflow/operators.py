@@ -4,7 +4,7 @@ Each operator is ``async def <op>(ctx, ...) -> dict`` with the released prompt a
 (AFlow ``scripts/operators.py`` + ``scripts/prompts/prompt.py`` + ``scripts/operator_an.py``, FoundationAgents/AFlow
 @364399e; MaAS ``maas/ext/maas/scripts/optimized/*/train/template/{operator,op_prompt}.py``, bingreeky/MaAS). The
 XML response-format suffix is MetaGPT's ``ActionNode.xml_compile`` (the version AFlow's maintainers point to, AFlow
-issue #27; MaAS ships the same); ``code_fill`` takes the code out of the answer (here ``evaluators.extract.
+issue #27; MaAS ships the same); ``code_fill`` takes the code out of the answer (here ``agentic_repro.evaluators.extract.
 extract_code``, AFlow uses evalplus' sanitizer); ``single_fill`` is the raw text. Prompts are one user message.
 
 Per dataset (:func:`describe`, :func:`operator_for`): AFlow and MaAS ship one template folder per dataset, and the
@@ -40,7 +40,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from evaluators.extract import extract_code
+from agentic_repro.evaluators.extract import extract_code
 
 # ---- released prompts (AFlow scripts/prompts/prompt.py; MaAS op_prompt.py for SelfRefine / GenerateCoT) ----------
 
@@ -466,7 +466,7 @@ SOLVE_MARKER = "<<SOLVE-RESULT>>"
 async def run_solve(code: str, *, timeout_s: float = 30.0, memory_mb: int = 1024) -> tuple[str, str]:
     """Run ``code``'s ``solve()`` in the sandbox: ("Success", str(result)) or ("Error", reason). The result is
     what the program printed last after the marker (information for the method, not a verdict)."""
-    from evaluators.sandbox import SandboxFailure, run_program_async
+    from agentic_repro.evaluators.sandbox import SandboxFailure, run_program_async
 
     res = await run_program_async(_solve_program(code, SOLVE_MARKER), timeout_s=timeout_s, memory_mb=memory_mb)
     if res.infrastructure:  # the sandbox failed, not the code: an error for the problem, never "Error" to the workflow

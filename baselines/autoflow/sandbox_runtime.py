@@ -1,6 +1,6 @@
 """The generated workflow's side of the channel: runs ONLY inside the sandbox's untrusted process.
 
-Never imported by the harness: :mod:`baselines.autoflow.channel` reads this file as text and sends it,
+Never imported by the harness: :mod:`agentic_repro.baselines.autoflow.channel` reads this file as text and sends it,
 followed by the workflow's source, as the sandbox "solution". It gives the workflow
 
 - ``operator``: stub classes in AFlow's spelling (``operator.Custom(llm)``, ``await self.custom(input=...,

@@ -1,6 +1,6 @@
 """Workflow search on a benchmark's validate split → a frozen artifact (interface 3).
 
-``python -m baselines.autoflow.search method=aflow benchmark=gsm8k backbone=local [backbone@roles.optimizer=...]``
+``python -m agentic_repro.baselines.autoflow.search method=aflow benchmark=gsm8k backbone=local [backbone@roles.optimizer=...]``
 
 The method config's ``search:`` block names the optimiser (``optimiser: module:Class``, ``params``); the
 class is built with those params and ``await optimiser.search(sctx)`` gets a :class:`SearchContext`:
@@ -14,7 +14,7 @@ class is built with those params and ``await optimiser.search(sctx)`` gets a :cl
 - ``sctx.checkpoint(state)`` / ``sctx.resume()`` persist the optimiser's own state after each round, so a
   killed search resumes at the next unfinished round (and every call before it replays from the cache).
 
-The optimiser returns a :class:`SearchResult`; the artifact (``baselines.autoflow.artifact``) gets the
+The optimiser returns a :class:`SearchResult`; the artifact (``agentic_repro.baselines.autoflow.artifact``) gets the
 workflow, its validate score, the per-round history, both roles' identities and the search cost per role
 summed from every ledger under the search folder.
 """
@@ -29,19 +29,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.cache import ResponseCache
-from harness.identity import backbone_identity, check_run_identity
-from harness.ledger import CallLog, CallSummary, LedgerFile
-from harness.llm import LLMClient
-from harness.method import resolve
-from harness.lock import LOCK_NAME, FolderLock
-from harness.results import RunPaths, read_json, read_jsonl_tolerant, write_json_atomic
-from harness.roles import build_role_backbones, resolve_roles, role_identities
-from harness.runner import RunSpec, Runner, spec_from_config
-from harness.spec import backbone_dir
-from harness.types import Completion, Message
+from agentic_repro.harness.cache import ResponseCache
+from agentic_repro.harness.identity import backbone_identity, check_run_identity
+from agentic_repro.harness.ledger import CallLog, CallSummary, LedgerFile
+from agentic_repro.harness.llm import LLMClient
+from agentic_repro.harness.method import resolve
+from agentic_repro.harness.lock import LOCK_NAME, FolderLock
+from agentic_repro.harness.results import RunPaths, read_json, read_jsonl_tolerant, write_json_atomic
+from agentic_repro.harness.roles import build_role_backbones, resolve_roles, role_identities
+from agentic_repro.harness.runner import RunSpec, Runner, spec_from_config
+from agentic_repro.harness.spec import backbone_dir
+from agentic_repro.harness.types import Completion, Message
 
-from baselines.autoflow.artifact import write_artifact
+from agentic_repro.baselines.autoflow.artifact import write_artifact
 
 SEARCH_ROLES = ("optimizer", "executor")
 
@@ -65,7 +65,7 @@ def check_search_split(spec: RunSpec, split: str, shared_with_test: str = "refus
     problems too), and two files may hold the same problem under different ids. Returns what was checked, for
     the artifact. ``shared_with_test``: ``refuse`` (:class:`SearchSplitError`) or ``exclude`` (the record's
     ``excluded`` lists the search-split ids to leave out, :func:`exclude_shared` writes the split without them)."""
-    from harness.benchmark import build_benchmark
+    from agentic_repro.harness.benchmark import build_benchmark
 
     def problems(name: str) -> tuple[Any, list[Any]]:
         bench = build_benchmark({**spec.benchmark_cfg, "split": name, "limit": None, "sample": None})
@@ -113,8 +113,8 @@ def exclude_shared(spec: RunSpec, split: str, check: dict[str, Any], out_dir: Pa
     the row's position and ignore an ``id`` field)."""
     import dataclasses
 
-    from evaluators.data import data_dir, read_jsonl
-    from harness.benchmark import build_benchmark
+    from agentic_repro.evaluators.data import data_dir, read_jsonl
+    from agentic_repro.harness.benchmark import build_benchmark
 
     if not check.get("excluded"):
         return spec
@@ -182,7 +182,7 @@ class SearchContext:
         self._cache: ResponseCache | None = None
         self._ledger: LedgerFile | None = None
         self._calls: CallLog | None = None
-        from harness.benchmark import build_benchmark
+        from agentic_repro.harness.benchmark import build_benchmark
 
         self.domain = build_benchmark(spec.benchmark_cfg).domain  # math | code | qa | ...
         self.roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg, list(SEARCH_ROLES))
@@ -204,7 +204,7 @@ class SearchContext:
         self.out_dir.mkdir(parents=True, exist_ok=True)
 
         async def build(cfg: dict[str, Any]) -> Any:
-            from harness.backbones import build_backbone
+            from agentic_repro.harness.backbones import build_backbone
             return await build_backbone(cfg, run_dir=self.out_dir, seed=self.seed, servers=self._servers)
 
         self._backbones = await build_role_backbones(self.roles, build, given=self._backbone)
@@ -280,7 +280,7 @@ class SearchContext:
 
     def example_problem(self) -> tuple[str, Any]:
         """(task text, gold) of the first validate problem: ADAS shows the meta agent one example question."""
-        from harness.benchmark import build_benchmark
+        from agentic_repro.harness.benchmark import build_benchmark
 
         bench = build_benchmark({**self.spec.benchmark_cfg, "split": self.search_cfg.get("split", "validate"),
                                  "limit": 1, "sample": None})
@@ -389,7 +389,7 @@ async def _search_locked(spec: RunSpec, search_cfg: dict[str, Any], split_check:
 
 
 def search_main(container: dict[str, Any]) -> dict[str, Any]:
-    from harness.embedded.server import ServerPool
+    from agentic_repro.harness.embedded.server import ServerPool
 
     spec = spec_from_config(container)
     with ServerPool() as pool:
@@ -403,7 +403,7 @@ def search_main(container: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     import hydra
 
-    from harness.run import guarded
+    from agentic_repro.harness.run import guarded
 
     @hydra.main(config_path="../../configs", config_name="config", version_base="1.3")
     def _app(cfg: Any) -> float:

@@ -3,8 +3,8 @@
 ``SandboxedWorkflow(graph=..., prompt=...)`` is what a search's candidates and its frozen artifact run:
 the graph (AFlow's ``graph.py``: ``class Workflow`` with ``async def __call__(self, problem[, entry_point])``)
 and its prompt module (``prompt.py``: string constants) go to the sandbox through
-:mod:`baselines.autoflow.channel`; every operator request is checked against the allowed operator set and
-run by :mod:`baselines.autoflow.operators` on the problem context under role ``role`` (ledger, cache,
+:mod:`agentic_repro.baselines.autoflow.channel`; every operator request is checked against the allowed operator set and
+run by :mod:`agentic_repro.baselines.autoflow.operators` on the problem context under role ``role`` (ledger, cache,
 budgets). What the workflow sees of a problem is the task text the benchmark renders (and, for code, the
 entry point); never the gold or the scored tests.
 """
@@ -15,11 +15,11 @@ import inspect
 from collections import Counter
 from typing import Any
 
-from harness.types import Solution
-from harness.view import ProblemView
+from agentic_repro.harness.types import Solution
+from agentic_repro.harness.view import ProblemView
 
-from baselines.autoflow import operators as ops_mod
-from baselines.autoflow.channel import Limits, OperatorCallError, OperatorRefused, run_workflow
+from agentic_repro.baselines.autoflow import operators as ops_mod
+from agentic_repro.baselines.autoflow.channel import Limits, OperatorCallError, OperatorRefused, run_workflow
 
 #: what a request's argument may be (plain data; lists of such)
 _PLAIN = (str, int, float, bool, type(None))

@@ -14,7 +14,7 @@ The choices the paper leaves open are named options (``CollectOptions``), record
   problem and the summary z_t), so the trained adapter needs no code change; ``summary`` — z_t alone (the paper's
   notation G_t ~ pi(.|z_t), literally).
 - ``completion``: ``stage`` (default) — the validated G_t written back in the released designer JSON
-  (:meth:`dyflow.schema.StageGraph.to_designer`): the format the design prompt asks for and DyFlow's parser
+  (:meth:`agentic_repro.dyflow.schema.StageGraph.to_designer`): the format the design prompt asks for and DyFlow's parser
   reads, so the served adapter needs no code change, without the prose or the broken JSON a repaired reply had;
   ``raw`` — the designer's text of the accepted attempt (the release's ``output``, verbatim). Either way only
   stages the designer designed and that validated are examples: ``stage: null`` (design failed) and
@@ -23,9 +23,9 @@ The choices the paper leaves open are named options (``CollectOptions``), record
   scores MATH/LiveBench/SocialMaze); a problem without that field is dropped, never guessed.
 - ``threshold``: a score ``>=`` it is success (1.0).
 - ``train_splits``: the splits a source run may have read (``train``); a run on any other split (a scored one: test,
-  dev, all) or one that recorded none is refused before anything is written (``training.splits``).
+  dev, all) or one that recorded none is refused before anything is written (``agentic_repro.training.splits``).
 
-Only problems that were answered (``status: ok``) are read (``training.datasets``): an errored problem is never
+Only problems that were answered (``status: ok``) are read (``agentic_repro.training.datasets``): an errored problem is never
 training data. The score is read after the run: DyFlow never saw it while designing.
 """
 from __future__ import annotations
@@ -38,9 +38,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
-from dyflow.schema import StageGraph, stage_from_trace
-from training.datasets import Dataset, Example, RunSource, Trajectory, build_kto, build_sft, find_runs
-from training.splits import TRAIN_SPLITS, refuse_scored_splits, run_split
+from agentic_repro.dyflow.schema import StageGraph, stage_from_trace
+from agentic_repro.training.datasets import Dataset, Example, RunSource, Trajectory, build_kto, build_sft, find_runs
+from agentic_repro.training.splits import TRAIN_SPLITS, refuse_scored_splits, run_split
 
 __all__ = ["CollectOptions", "CollectResult", "collect", "designer_identity", "stage_examples", "main"]
 
@@ -110,7 +110,7 @@ def _prompt(stage: dict[str, Any], opts: CollectOptions) -> Any:
 
 
 def stage_examples(opts: CollectOptions | None = None):
-    """The extractor for ``training.datasets``: one :class:`Example` per designed stage of a trajectory."""
+    """The extractor for ``agentic_repro.training.datasets``: one :class:`Example` per designed stage of a trajectory."""
     opts = opts or CollectOptions()
     opts.check()
     skipped: Counter[str] = Counter()
@@ -142,7 +142,7 @@ def stage_examples(opts: CollectOptions | None = None):
         return out
 
     extract.__name__ = extract.__qualname__ = (
-        f"dyflow.train.collect.stage_examples[prompt={opts.prompt},completion={opts.completion},"
+        f"agentic_repro.dyflow.train.collect.stage_examples[prompt={opts.prompt},completion={opts.completion},"
         f"label={opts.label_source}>={opts.threshold}]")
     extract.skipped = skipped  # type: ignore[attr-defined]
     return extract
@@ -168,13 +168,13 @@ def collect(paths: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[
     opts = opts or CollectOptions()
     opts.check()
     runs = find_runs(paths)
-    refuse_scored_splits(runs, opts.train_splits, builder="dyflow.train.collect")
+    refuse_scored_splits(runs, opts.train_splits, builder="agentic_repro.dyflow.train.collect")
     out = Path(out_dir)
     sft_x, kto_x = stage_examples(opts), stage_examples(opts)
     sft = build_sft(runs, sft_x, out / "designer-sft.jsonl", keep="desirable", roles=["designer"])
     kto = build_kto(runs, kto_x, out / "designer-kto.jsonl", ratio=opts.ratio, seed=opts.seed, roles=["designer"])
     summary = {
-        "collector": "dyflow.train.collect", "options": {**asdict(opts), "benchmarks": list(opts.benchmarks)
+        "collector": "agentic_repro.dyflow.train.collect", "options": {**asdict(opts), "benchmarks": list(opts.benchmarks)
                                                          if opts.benchmarks is not None else None},
         "runs": [{"run_id": r.run_id, "path": str(r.root), "benchmark": _bench(r), "split": run_split(r),
                   "designer": designer_identity(r),
@@ -200,7 +200,7 @@ def _parse(argv: Sequence[str]) -> tuple[list[str], str, CollectOptions]:
     runs = [p for p in kv.pop("runs", "").split(",") if p]
     out = kv.pop("out", "")
     if not runs or not out:
-        raise SystemExit("usage: python -m dyflow.train.collect runs=<run folders, comma-separated> out=<folder> "
+        raise SystemExit("usage: python -m agentic_repro.dyflow.train.collect runs=<run folders, comma-separated> out=<folder> "
                          "[prompt=messages|summary] [completion=raw|stage] [label_source=score|judge_score] "
                          "[threshold=1.0] [ratio=1.0|none] [seed=0] [benchmarks=math,pubmedqa,...] [train_splits=train]")
     return runs, out, _parse_options(kv)
@@ -230,7 +230,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         res = collect(runs, out, opts)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"dyflow.train.collect: {exc}", file=sys.stderr)
+        print(f"agentic_repro.dyflow.train.collect: {exc}", file=sys.stderr)
         return 2
     c = res.kto.provenance["counts"]
     print(f"{len(res.summary['runs'])} runs, {c['trajectories']} trajectories -> SFT {len(res.sft.rows)} preferred "

@@ -1,12 +1,12 @@
 """How close DyFlow's designer SFT examples come to D.2's 2,048-token cutoff, before any self-play run exists.
 
-    python -m dyflow.train.cutoff [benchmarks=math_l5,pubmedqa,livebench] [max_length=2048] [base=local]
+    python -m agentic_repro.dyflow.train.cutoff [benchmarks=math_l5,pubmedqa,livebench] [max_length=2048] [base=local]
 
 Renders the stage-1 design prompt (the released DESIGN_STAGE_PROMPT with the task as run_dataset.py builds it and
 the first-stage summary) of every train problem of the SFT benchmarks, with a two-operator stage in the released JSON
-format as the reply, and counts by :func:`training.cutoff.measure` how many the cutoff cuts; later stages add the
+format as the reply, and counts by :func:`agentic_repro.training.cutoff.measure` how many the cutoff cuts; later stages add the
 summaries z_1..z_t, so it also prints how many would pass the cutoff with that many more prompt tokens. A lower
-bound on what a real SFT set meets (its own counts print when it is trained: ``training.train``).
+bound on what a real SFT set meets (its own counts print when it is trained: ``agentic_repro.training.train``).
 """
 from __future__ import annotations
 
@@ -27,11 +27,11 @@ REPLY = {"stage_id": "stage_1", "description": "Plan the solution, then answer i
 
 def stage1_rows(benchmark: str) -> list[dict[str, Any]]:
     """Conversational SFT rows (stage-1 design prompt -> REPLY) for every train problem of ``benchmark``."""
-    from dyflow import prompts as P
-    from dyflow.config import Options
-    from dyflow.method import task_text
-    from harness.benchmark import build_benchmark
-    from harness.compose import compose
+    from agentic_repro.dyflow import prompts as P
+    from agentic_repro.dyflow.config import Options
+    from agentic_repro.dyflow.method import task_text
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.compose import compose
 
     bench = build_benchmark(compose([f"benchmark={benchmark}", "method=dyflow", "benchmark.split=train"])["benchmark"])
     problems, _ = bench.load()
@@ -44,8 +44,8 @@ def stage1_rows(benchmark: str) -> list[dict[str, Any]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from harness.embedded.base_model import load_tokenizer, resolve_base
-    from training.cutoff import describe, encode, measure
+    from agentic_repro.harness.embedded.base_model import load_tokenizer, resolve_base
+    from agentic_repro.training.cutoff import describe, encode, measure
 
     kv = dict(a.split("=", 1) for a in (sys.argv[1:] if argv is None else argv) if "=" in a)
     cutoff = int(kv.get("max_length", 2048))

@@ -1,17 +1,17 @@
 """DyFlow's designer training, end to end: (self-play runs) -> collect -> SFT -> KTO -> an adapter to serve.
 
-    python -m dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=local
-    python -m dyflow.train.pipeline runs=... out=... base=microsoft/phi-4 sft.gradient_checkpointing=true \
+    python -m agentic_repro.dyflow.train.pipeline runs=results/dyflow_selfplay out=adapters/dyplanner base=local
+    python -m agentic_repro.dyflow.train.pipeline runs=... out=... base=microsoft/phi-4 sft.gradient_checkpointing=true \
         kto.gradient_checkpointing=true           # the paper's recipe on a GPU (docs/training.md, DyFlow)
-    python -m dyflow.train.pipeline ... steps=collect,sft    # only some steps (each resumes / is reused)
+    python -m agentic_repro.dyflow.train.pipeline ... steps=collect,sft    # only some steps (each resumes / is reused)
 
-Options: ``runs`` (run folders, comma-separated), ``out``, ``base`` (as ``training.train``), ``steps``
-(default ``collect,sft,kto``; add ``kto_only`` for Table 4's "w/o SFT" adapter), collection options of :mod:`dyflow.train.collect` (``prompt``, ``completion``,
+Options: ``runs`` (run folders, comma-separated), ``out``, ``base`` (as ``agentic_repro.training.train``), ``steps``
+(default ``collect,sft,kto``; add ``kto_only`` for Table 4's "w/o SFT" adapter), collection options of :mod:`agentic_repro.dyflow.train.collect` (``prompt``, ``completion``,
 ``label_source``, ``threshold``, ``ratio``, ``seed``, ``benchmarks``, ``train_splits``: a run on any other split is
 refused), and ``sft.<key>=...`` / ``kto.<key>=...``
 overrides of ``configs/training/dyflow_sft.yaml`` / ``dyflow_kto.yaml`` (the D.2 hyper-parameters).
 
-The output folder: ``data/`` (the datasets and ``collect.json``), ``sft/`` and ``kto/`` (``training.train``
+The output folder: ``data/`` (the datasets and ``collect.json``), ``sft/`` and ``kto/`` (``agentic_repro.training.train``
 folders: ``adapter/`` for peft and vLLM, ``adapter.gguf`` for the embedded server, identity files, ``loss.png``,
 resumable ``checkpoints/``) and ``serve.json``: the overrides that make the KTO adapter the designer role of a
 DyFlow run with no code change. Adapter names (``configs/method/dyflow*.yaml``): ``dyplanner`` = ``kto/`` (SFT then
@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from dyflow.train.collect import CollectOptions, _parse_options, collect
+from agentic_repro.dyflow.train.collect import CollectOptions, _parse_options, collect
 
 __all__ = ["compose_stage", "serve_overrides", "run_pipeline", "main"]
 
@@ -37,7 +37,7 @@ ADAPTERS = {"dyplanner": "kto", "dyplanner_sft": "sft", "dyplanner_kto": "kto_on
 
 
 def compose_stage(stage: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
-    """``configs/training/dyflow_<stage>.yaml`` with Hydra overrides, as a plain dict for ``training.train``."""
+    """``configs/training/dyflow_<stage>.yaml`` with Hydra overrides, as a plain dict for ``agentic_repro.training.train``."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -49,7 +49,7 @@ def compose_stage(stage: str, overrides: Sequence[str] = ()) -> dict[str, Any]:
 
 
 def serve_overrides(out: Path, name: str = "dyplanner") -> dict[str, list[str]]:
-    """harness.run overrides that serve the trained designers: embedded llama.cpp (GGUF LoRA), peft in process,
+    """agentic_repro.harness.run overrides that serve the trained designers: embedded llama.cpp (GGUF LoRA), peft in process,
     vLLM (peft folders). Every adapter on disk is declared (the ablations bind dyplanner_sft / dyplanner_kto
     themselves); ``name`` is bound to the designer role."""
     have = {n: (out / sub).resolve() for n, sub in ADAPTERS.items() if (out / sub / "adapter").is_dir()}
@@ -68,7 +68,7 @@ def serve_overrides(out: Path, name: str = "dyplanner") -> dict[str, list[str]]:
 def run_pipeline(runs: Sequence[str], out: str | Path, *, base: str = "local", steps: Sequence[str] = DEFAULT_STEPS,
                  opts: CollectOptions | None = None, sft_overrides: Sequence[str] = (),
                  kto_overrides: Sequence[str] = (), name: str = "dyplanner") -> dict[str, Any]:
-    from training.train import train
+    from agentic_repro.training.train import train
 
     out = Path(out)
     bad = [s for s in steps if s not in STEPS]
@@ -128,11 +128,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         res = run_pipeline(runs, out, base=base, steps=steps, opts=opts, sft_overrides=sft_ov, kto_overrides=kto_ov,
                            name=name)
     except (FileNotFoundError, ValueError) as exc:
-        print(f"dyflow.train.pipeline: {exc}", file=sys.stderr)
+        print(f"agentic_repro.dyflow.train.pipeline: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # noqa: BLE001 - training.train's own errors carry their message
         if type(exc).__name__ == "TrainError":
-            print(f"dyflow.train.pipeline: {exc}", file=sys.stderr)
+            print(f"agentic_repro.dyflow.train.pipeline: {exc}", file=sys.stderr)
             return 2
         raise
     for s in ("sft", "kto", "kto_only"):
@@ -141,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{s}: {res[s]['steps']} steps, loss {lo[0]:.4f} -> {lo[-1]:.4f}; {res[s]['adapter']}"
                   if lo else f"{s}: {res[s]['steps']} steps; {res[s]['adapter']}")
     if "serve" in res:
-        print("serve it as the designer (no code change):\n  python -m harness.run method=dyflow benchmark=<b> "
+        print("serve it as the designer (no code change):\n  python -m agentic_repro.harness.run method=dyflow benchmark=<b> "
               "backbone=local " + " ".join(res["serve"]["local"]))
     return 0
 

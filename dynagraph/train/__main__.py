@@ -1,9 +1,9 @@
 """Build DynaGraph's training files from run folders.
 
-    python -m dynagraph.train dpo results/dynagraph-dpo/strategyqa  --out data/train/dynagraph-planner-dpo.jsonl
-    python -m dynagraph.train sft results/dynagraph-teacher/strategyqa --out data/train/dynagraph-experts
+    python -m agentic_repro.dynagraph.train dpo results/dynagraph-dpo/strategyqa  --out data/train/dynagraph-planner-dpo.jsonl
+    python -m agentic_repro.dynagraph.train sft results/dynagraph-teacher/strategyqa --out data/train/dynagraph-experts
     # every source run must have read a training split (--train-splits, default train): a scored split is refused
-    # then: python -m training.train kind=dpo data=data/train/dynagraph-planner-dpo.jsonl base=local \
+    # then: python -m agentic_repro.training.train kind=dpo data=data/train/dynagraph-planner-dpo.jsonl base=local \
     #         out=adapters/dynagraph-planner
 """
 from __future__ import annotations
@@ -12,10 +12,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from dynagraph.critic import CriticOptions
-from dynagraph.train.data import ROLE_OF_EXPERT, critic_plans, expert_steps
-from training.datasets import build_dpo, build_sft, find_runs
-from training.splits import TRAIN_SPLITS, ScoredSplitError, refuse_scored_splits
+from agentic_repro.dynagraph.critic import CriticOptions
+from agentic_repro.dynagraph.train.data import ROLE_OF_EXPERT, critic_plans, expert_steps
+from agentic_repro.training.datasets import build_dpo, build_sft, find_runs
+from agentic_repro.training.splits import TRAIN_SPLITS, ScoredSplitError, refuse_scored_splits
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         runs = find_runs(a.runs)
-        refuse_scored_splits(runs, [s for s in a.train_splits.split(",") if s], builder=f"dynagraph.train {a.kind}")
+        refuse_scored_splits(runs, [s for s in a.train_splits.split(",") if s], builder=f"agentic_repro.dynagraph.train {a.kind}")
     except (FileNotFoundError, ScoredSplitError) as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -1,4 +1,4 @@
-"""Run folders -> DynaGraph training files, through ``training.datasets`` (provenance, status filter, pairing).
+"""Run folders -> DynaGraph training files, through ``agentic_repro.training.datasets`` (provenance, status filter, pairing).
 
 * **Planner DPO** (critic-guided): a sampling run (``method=dynagraph_sample``: several plans per training query,
   each executed) yields, per candidate, the planner's first prompt and raw plan, scored by the Topology Critic:
@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterable
 
 import yaml
 
-from dynagraph.critic import CriticOptions, reward
-from dynagraph.schema import validate_plan
-from training.datasets import Example, Trajectory
+from agentic_repro.dynagraph.critic import CriticOptions, reward
+from agentic_repro.dynagraph.schema import validate_plan
+from agentic_repro.training.datasets import Example, Trajectory
 
 ROLE_OF_EXPERT = {"E_rag": "expert1", "E_logic": "expert2", "E_expr": "expert3"}
 
@@ -31,7 +31,7 @@ class GoldScorer:
 
     def _bench(self, root: Path) -> tuple[Any, dict[str, Any]]:
         if root not in self._benches:
-            from harness.benchmark import build_benchmark
+            from agentic_repro.harness.benchmark import build_benchmark
 
             cfg = yaml.safe_load((root / "config.yaml").read_text())
             bcfg = cfg.get("benchmark") or cfg.get("full_config", {}).get("benchmark")

@@ -1,7 +1,7 @@
 """WebShop (Yao et al., 2022) as a benchmark: one problem per human-instruction goal, scored by the purchase.
 
 Goals are the human instructions of the 1,000-product setting, built and shuffled as the original
-(:mod:`envs.webshop.catalog`); problem ``i`` is the original's session ``fixed_i``, and ReAct and Reflexion
+(:mod:`agentic_repro.envs.webshop.catalog`); problem ``i`` is the original's session ``fixed_i``, and ReAct and Reflexion
 evaluate goals 0-499 (``goals: [0, 500]``). The goal is the problem's ``gold`` (scorer side); a method sees
 only ``goal_index`` and what the environment shows (the instruction text on the search page).
 
@@ -21,13 +21,13 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from envs.data import WEBSHOP_FILES, webshop_missing_message
-from envs.webshop import catalog
-from envs.webshop.reward import noun_tagger, purchase_reward
-from evaluators.data import DataMissingError, data_dir, select
-from harness.benchmark import Benchmark, DataInfo
-from harness.env import EnvSpec
-from harness.types import Problem, Score
+from agentic_repro.envs.data import WEBSHOP_FILES, webshop_missing_message
+from agentic_repro.envs.webshop import catalog
+from agentic_repro.envs.webshop.reward import noun_tagger, purchase_reward
+from agentic_repro.evaluators.data import DataMissingError, data_dir, select
+from agentic_repro.harness.benchmark import Benchmark, DataInfo
+from agentic_repro.harness.env import EnvSpec
+from agentic_repro.harness.types import Problem, Score
 
 FILE_KEYS = {"products": "items_shuffle_1000.json", "attributes": "items_ins_v2_1000.json",
              "human": "items_human_ins.json"}

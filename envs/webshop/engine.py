@@ -13,7 +13,7 @@ original text environment does). Two protocols (``protocol`` in the benchmark co
   click re-renders the item page, an action that does not apply changes nothing.
 
 Either way a step is a step (the host's ``max_steps`` counts it). The purchase reward is
-:func:`envs.webshop.reward.purchase_reward` with the product's drawn price (:mod:`envs.webshop.catalog`).
+:func:`agentic_repro.envs.webshop.reward.purchase_reward` with the product's drawn price (:mod:`agentic_repro.envs.webshop.catalog`).
 What a step's ``info`` carries is what the page shows or the agent chose (never the goal's attributes,
 options or price ceiling, never the reward's parts): the purchase (asin, options, price) and the reward.
 """
@@ -23,11 +23,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from envs.webshop import catalog, pages
-from envs.webshop.reward import noun_tagger, purchase_reward
-from envs.webshop.search import SEARCH_RETURN_N, ProductSearch, document_text
-from harness.env import StepResult
-from harness.types import Problem
+from agentic_repro.envs.webshop import catalog, pages
+from agentic_repro.envs.webshop.reward import noun_tagger, purchase_reward
+from agentic_repro.envs.webshop.search import SEARCH_RETURN_N, ProductSearch, document_text
+from agentic_repro.harness.env import StepResult
+from agentic_repro.harness.types import Problem
 
 PAGE_SIZE = 10  # engine.py PRODUCT_WINDOW
 _ACTION = re.compile(r"^\s*(\w+)\[(.*)\]\s*$", re.S)

@@ -35,7 +35,7 @@ emptied after every run), a minimal ``/dev``, and ``/proc`` of the pod's own pid
 pid, network, IPC and UTS namespaces; no capabilities at all (as root the pod's init becomes uid
 65534 and drops the bounding and inheritable sets before it forks anything); ``no_new_privs``; a
 seccomp filter refusing ptrace, mount, namespaces, keyrings, BPF, perf and the like
-(:mod:`evaluators.sandbox.seccomp`). :func:`isolation_record` is what a run records (the view, the
+(:mod:`agentic_repro.evaluators.sandbox.seccomp`). :func:`isolation_record` is what a run records (the view, the
 filter). Where bwrap cannot run, nothing runs: an infrastructure error names the reason and the
 option ``sandbox.isolation=process``, the previous behaviour, which a user must choose and which
 the record marks ("untrusted code ran without filesystem isolation"). Under ``process``, as root
@@ -117,9 +117,9 @@ side with the reaper and the privilege drop, the fork server).
 """
 from __future__ import annotations
 
-from evaluators.sandbox.launch import ISOLATIONS, configure, isolation, isolation_record, run_program, run_program_async
-from evaluators.sandbox.program import Program, humaneval_program, mbpp_program
-from evaluators.sandbox.verdict import STATUSES, ExecResult, SandboxFailure
+from agentic_repro.evaluators.sandbox.launch import ISOLATIONS, configure, isolation, isolation_record, run_program, run_program_async
+from agentic_repro.evaluators.sandbox.program import Program, humaneval_program, mbpp_program
+from agentic_repro.evaluators.sandbox.verdict import STATUSES, ExecResult, SandboxFailure
 
 __all__ = ["ExecResult", "SandboxFailure", "Program", "run_program", "run_program_async", "humaneval_program", "mbpp_program",
            "STATUSES", "ISOLATIONS", "configure", "isolation", "isolation_record"]

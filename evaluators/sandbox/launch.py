@@ -3,8 +3,8 @@
 A run is a temporary directory (``work/`` owned by the solution's uid, stdout/stderr files the
 solution cannot open by name), a spec written to the runner's stdin (limits, privilege mode,
 site-packages, solution, benchmark code, nonce last) and a result pipe read by
-:mod:`evaluators.sandbox.verdict`. Runs go to the fork server's persistent runners (one warm
-``python -I -S`` per harness process, :mod:`evaluators.sandbox.child.forkserver`) or, where it
+:mod:`agentic_repro.evaluators.sandbox.verdict`. Runs go to the fork server's persistent runners (one warm
+``python -I -S`` per harness process, :mod:`agentic_repro.evaluators.sandbox.child.forkserver`) or, where it
 cannot run, a fresh ``python -I -S`` each. The wall-clock timeout SIGKILLs the run's runner and pod; RLIMIT_AS,
 RLIMIT_CPU (``cpu_s``, default ``timeout_s + 2``), RLIMIT_FSIZE and RLIMIT_CORE=0 are set in the
 runner and again in the solution's process. The isolation (:func:`configure`: ``bwrap``, the
@@ -35,10 +35,10 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from evaluators.sandbox import child as runner_program
-from evaluators.sandbox import seccomp
-from evaluators.sandbox.program import Program
-from evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
+from agentic_repro.evaluators.sandbox import child as runner_program
+from agentic_repro.evaluators.sandbox import seccomp
+from agentic_repro.evaluators.sandbox.program import Program
+from agentic_repro.evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
 
 __all__ = ["run_program", "run_program_async", "configure", "isolation", "isolation_record", "view", "ISOLATIONS"]
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from harness.embedded.gguf import ModelSpec, default_cache_dir, file_sha256, resolve_gguf
+from agentic_repro.harness.embedded.gguf import ModelSpec, default_cache_dir, file_sha256, resolve_gguf
 
 __all__ = ["BaseModel", "base_identity", "detach_gguf_quantizer", "load_base", "resolve_base", "save_base_config"]
 
@@ -114,7 +114,7 @@ def _gguf_hf_dir(base: BaseModel) -> Path:
         return out
     from transformers import AutoConfig, AutoTokenizer
 
-    from harness.embedded.gguf import _locked
+    from agentic_repro.harness.embedded.gguf import _locked
 
     out.parent.mkdir(parents=True, exist_ok=True)
     with _locked(out.parent / f".{out.name}.lock"):
@@ -169,7 +169,7 @@ def save_base_config(base: BaseModel, model: Any, tokenizer: Any, out: Path) -> 
 def base_identity(base: BaseModel, model: Any | None = None) -> dict[str, Any]:
     """What an adapter records as its base: enough to refuse serving it on another model."""
     if base.is_gguf:
-        from harness.embedded.gguf import read_gguf_metadata
+        from agentic_repro.harness.embedded.gguf import read_gguf_metadata
 
         meta = read_gguf_metadata(base.ref)
         return {"kind": "gguf", "name": base.name, "file": Path(base.ref).name, "sha256": file_sha256(base.ref),

@@ -5,8 +5,8 @@ parallel slots (continuous batching) and per-request LoRA. Its source is vendore
 already pin (``vendor/llama.cpp``), so the binary is built from bytes whose sha256 is checked here,
 with the same portable flags as the wheel (no OpenMP, no -march=native: AMX faults on this VM).
 
-    python -m harness.embedded.build            # build (or reuse) and print the binary's path
-    python -m harness.embedded.build --print    # print the cached path or exit 1 (no build)
+    python -m agentic_repro.harness.embedded.build            # build (or reuse) and print the binary's path
+    python -m agentic_repro.harness.embedded.build --print    # print the cached path or exit 1 (no build)
 
 The binary lives at ``~/.cache/agentic-repro/llama-server/<key>/llama-server`` (``key`` = sha256 of
 the sdist sha256 and the flags) with a ``build.json`` beside it; a later install finds it and is
@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.hashing import sha256_file
+from agentic_repro.harness.hashing import sha256_file
 
 SDIST_NAME = "llama-cpp-python"
 SDIST_VERSION = "0.3.36"

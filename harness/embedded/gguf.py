@@ -31,7 +31,7 @@ from importlib import metadata as importlib_metadata
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
-from harness.hashing import sha256_file
+from agentic_repro.harness.hashing import sha256_file
 
 __all__ = [
     "CACHE_ENV",

@@ -1,8 +1,8 @@
 """Run a Python module that exits when the process which started it is gone.
 
-    python -m harness.embedded.parent_watch PARENT_PID -m llama_cpp.server --model ...
-    python -m harness.embedded.parent_watch PARENT_PID path/to/script.py ARGS...
-    python -m harness.embedded.parent_watch PARENT_PID --exec /path/to/llama-server ARGS...
+    python -m agentic_repro.harness.embedded.parent_watch PARENT_PID -m llama_cpp.server --model ...
+    python -m agentic_repro.harness.embedded.parent_watch PARENT_PID path/to/script.py ARGS...
+    python -m agentic_repro.harness.embedded.parent_watch PARENT_PID --exec /path/to/llama-server ARGS...
 
 A harness killed with SIGKILL (or a test runner's timeout) cannot stop its embedded
 server, which would then keep a core busy for nobody. This wrapper runs the server
@@ -48,7 +48,7 @@ def _exec(argv: list[str]) -> int:
 
 def main() -> None:
     if len(sys.argv) < 3 or (sys.argv[2] == "-m" and len(sys.argv) < 4):
-        raise SystemExit("usage: python -m harness.embedded.parent_watch PARENT_PID (-m MODULE | SCRIPT) [ARGS...]")
+        raise SystemExit("usage: python -m agentic_repro.harness.embedded.parent_watch PARENT_PID (-m MODULE | SCRIPT) [ARGS...]")
     parent = int(sys.argv[1])
     threading.Thread(target=_watch, args=(parent,), daemon=True).start()
     if sys.argv[2] == "--exec":

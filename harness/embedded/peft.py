@@ -8,7 +8,7 @@ extra (torch, transformers, peft).
 
 Config (``configs/backbone/peft-local.yaml``): ``model`` is the base (``local`` = the embedded GGUF, dequantised by
 transformers; a ``.gguf`` path; a Hugging Face id or folder); ``adapters: {name: {path}}`` where ``path`` is a peft
-adapter folder, or a GGUF LoRA exported by ``training.train`` / ``training.fixtures`` whose peft folder sits beside
+adapter folder, or a GGUF LoRA exported by ``agentic_repro.training.train`` / ``agentic_repro.training.fixtures`` whose peft folder sits beside
 it (``X.gguf`` -> ``X/``), so one ``adapters:`` block serves both this backbone and the embedded server.
 """
 from __future__ import annotations
@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.adapters import AdapterSpec, adapter_identity, parse_adapters
-from harness.backbone import BackboneError, BackboneResult, check_adapter
-from harness.ledger import Price
-from harness.types import Completion, Message
+from agentic_repro.harness.adapters import AdapterSpec, adapter_identity, parse_adapters
+from agentic_repro.harness.backbone import BackboneError, BackboneResult, check_adapter
+from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.types import Completion, Message
 
 __all__ = ["PeftBackbone", "build_peft_backbone", "peft_dir_for"]
 
@@ -31,7 +31,7 @@ INSTALL_HINT = "backbone kind=peft needs the `train` extra: `make install-train`
 
 def peft_dir_for(path: str | Path) -> Path:
     """The peft folder behind an ``adapters:`` path: the folder itself, or ``X/`` beside a GGUF ``X.gguf``."""
-    from harness.adapters import adapter_file_problem
+    from agentic_repro.harness.adapters import adapter_file_problem
 
     p = Path(path)
     if p.is_dir() or (p.suffix == ".gguf" and (p.with_suffix("") / "adapter_config.json").is_file()):
@@ -57,7 +57,7 @@ class PeftBackbone:
             import torch
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise BackboneError(INSTALL_HINT, kind="config", attempts=0) from exc
-        from harness.embedded.base_model import base_identity, load_base, resolve_base
+        from agentic_repro.harness.embedded.base_model import base_identity, load_base, resolve_base
 
         self.name, self.model, self.price, self.params = name, model, price, params
         self.max_concurrency = max_concurrency

@@ -5,7 +5,7 @@ OpenAI-compatible endpoint (``f"{base_url}/v1"``), so local and remote runs go
 through the same client code. Two implementations (``impl``):
 
 * ``llama-server`` (default): llama.cpp's own C++ server, built from the pinned
-  sdist by :mod:`harness.embedded.build`. Parallel slots (``--parallel``, continuous
+  sdist by :mod:`agentic_repro.harness.embedded.build`. Parallel slots (``--parallel``, continuous
   batching: several requests decode in one batch), ``n > 1`` per request, and
   GGUF LoRA adapters loaded at start (``--lora``) and chosen per request. Batched
   decoding is not bitwise reproducible, hence ``parallel`` is part of the key and
@@ -118,7 +118,7 @@ def _require_impl(key: ServerKey) -> None:
     if key.impl == "python":
         _require_llama_cpp()
         return
-    from harness.embedded.build import MISSING_HINT, find_binary
+    from agentic_repro.harness.embedded.build import MISSING_HINT, find_binary
 
     if find_binary() is None:
         raise LocalServerError(MISSING_HINT)
@@ -321,7 +321,7 @@ def build_command(key: ServerKey, port: int, host: str = HOST, n_threads: int | 
 
 
 def _llama_server_command(key: ServerKey, port: int, host: str, threads: int) -> list[str]:
-    from harness.embedded.build import MISSING_HINT, find_binary
+    from agentic_repro.harness.embedded.build import MISSING_HINT, find_binary
 
     binary = find_binary()
     cmd = [
@@ -484,9 +484,9 @@ class LocalServer:
         try:
             # Launched through harness.embedded.parent_watch so the server exits if this process is killed.
             if cmd[0] == sys.executable:
-                watched = [sys.executable, "-m", "harness.embedded.parent_watch", str(os.getpid()), *cmd[1:]]
+                watched = [sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), *cmd[1:]]
             else:  # a binary (llama-server): the watcher runs it as its child
-                watched = [sys.executable, "-m", "harness.embedded.parent_watch", str(os.getpid()), "--exec", *cmd]
+                watched = [sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), "--exec", *cmd]
             proc = subprocess.Popen(
                 watched, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                 env=_child_env(), start_new_session=True, close_fds=True,
@@ -593,7 +593,7 @@ class _PortTaken(Exception):
 
 
 def _build_info() -> dict[str, Any]:
-    from harness.embedded.build import build_info, find_binary
+    from agentic_repro.harness.embedded.build import build_info, find_binary
 
     b = find_binary()
     info = build_info(b) if b else {}

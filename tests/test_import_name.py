@@ -1,0 +1,64 @@
+"""One import name: every package of the checkout is imported as ``agentic_repro.<folder>``, the environment has no
+generic top-level module of ours (``harness``, ``scripts``, ``training``...)."""
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OURS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+              and p.name not in ("tests", "agentic_repro"))
+SKIP = ("evaluators/sandbox/child/",)  # run by path inside the pod, they import nothing of ours
+
+
+def generic_imports(path: Path) -> list[str]:
+    """``file:line module`` for each import of one of our folders under its bare (generic) name."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        names = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in OURS]
+    return found
+
+
+def python_files() -> list[Path]:
+    files = [p for p in ROOT.rglob("*.py") if ".venv" not in p.parts and "results" not in p.parts
+             and "data" not in p.parts[len(ROOT.parts):len(ROOT.parts) + 1]]
+    return [p for p in files if not any(str(p.relative_to(ROOT)).startswith(s) for s in SKIP)]
+
+
+def test_our_packages_are_found():
+    assert {"harness", "scripts", "training", "dyflow", "evaluators"} <= set(OURS), OURS
+
+
+def test_no_module_imports_a_package_of_ours_by_its_generic_name():
+    bad = [hit for p in python_files() for hit in generic_imports(p)]
+    assert bad == [], "import these as agentic_repro.<name>:\n" + "\n".join(bad[:40])
+
+
+def test_the_walk_finds_a_planted_generic_import(tmp_path, monkeypatch):
+    planted = ROOT / "scripts" / "_planted_generic_import.py"
+    planted.write_text("from agentic_repro.harness.results import read_json\n", encoding="utf-8")
+    try:
+        assert generic_imports(planted) == ["scripts/_planted_generic_import.py:1 harness.results"]
+    finally:
+        planted.unlink()
+
+
+def test_the_environment_has_no_generic_top_level_module_of_ours(tmp_path):
+    """Outside the checkout (no cwd on sys.path), only ``agentic_repro`` is importable: the install put no
+    ``harness``/``scripts``/``training``... into site-packages or its editable finder."""
+    code = ("import importlib.util, json, sys; names = json.loads(sys.argv[1]); "
+            "print(json.dumps({n: importlib.util.find_spec(n) is not None for n in names + ['agentic_repro']}))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([sys.executable, "-c", code, __import__("json").dumps(OURS)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=60, check=True)
+    found = __import__("json").loads(out.stdout)
+    assert found.pop("agentic_repro") is True
+    assert [n for n, present in found.items() if present] == []
