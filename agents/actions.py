@@ -12,7 +12,7 @@ import re
 
 from agentic_repro.agents.confidence import tag_text
 
-_ACTION_LINE = re.compile(r"^\s*(?:\*\*)?action(?:\*\*)?\s*:\s*(.+?)\s*$", re.I | re.M)
+_ACTION_LINE = re.compile(r"^\s*(?:\*\*)?action(?:\*\*)?\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
 
 
 def _clean(action: str | None) -> str | None:
@@ -42,7 +42,7 @@ def parse_react_line(raw: str | None) -> str | None:
         line = line.strip()
         if not line:
             continue
-        line = re.sub(r"^(?:>\s*|action\s*:\s*)", "", line, flags=re.I).strip()
+        line = re.sub(r"^(?:>\s*|action\s*:\s*)", "", line, flags=re.IGNORECASE).strip()
         return _clean(line)
     return None
 

@@ -34,10 +34,10 @@ def tag_text(raw: str | None, tag: str) -> str | None:
     end. None when the tag is absent."""
     if not raw:
         return None
-    closed = re.findall(rf"<{tag}\s*>(.*?)</{tag}\s*>", raw, re.S | re.I)
+    closed = re.findall(rf"<{tag}\s*>(.*?)</{tag}\s*>", raw, re.DOTALL | re.IGNORECASE)
     if closed:
         return closed[-1].strip()
-    m = list(re.finditer(rf"<{tag}\s*>", raw, re.I))
+    m = list(re.finditer(rf"<{tag}\s*>", raw, re.IGNORECASE))
     if not m:
         return None
     rest = raw[m[-1].end():]

@@ -26,7 +26,8 @@ number of model calls it took, and whatever the policy put in ``Decision.extra``
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from agentic_repro.agents.profiles import Profile, profile_for
 

@@ -17,8 +17,7 @@ def normalise(action: str | None) -> str:
     """Lower case, single spaces, no surrounding quotes/backticks/brackets-of-the-reply or trailing period."""
     a = _WS.sub(" ", (action or "").strip()).strip()
     a = a.strip("`'\"").strip()
-    if a.startswith("> "):
-        a = a[2:]
+    a = a.removeprefix("> ")
     a = a.rstrip(".").strip()
     return a.lower()
 
@@ -85,13 +84,13 @@ class WebShopProfile(Profile):
         super().__init__("webshop", "think[")
 
     def task(self, first_observation: str, rendered: str = "") -> str:
-        m = re.search(r"Instruction:\s*(?:\[SEP\])?\s*(.+?)\s*(?:\[SEP\]|\[Search\]|$)", first_observation, re.S | re.I)
+        m = re.search(r"Instruction:\s*(?:\[SEP\])?\s*(.+?)\s*(?:\[SEP\]|\[Search\]|$)", first_observation, re.DOTALL | re.IGNORECASE)
         return _WS.sub(" ", m.group(1)).strip() if m else first_observation.strip()
 
     def admissible(self, action: str | None, actions: list[str] | None) -> str | None:
         if not action or actions is None:
             return super().admissible(action, actions)
-        m = re.match(r"^\s*(search|click)\s*\[(.*)\]\s*$", action.strip(), re.S | re.I)
+        m = re.match(r"^\s*(search|click)\s*\[(.*)\]\s*$", action.strip(), re.DOTALL | re.IGNORECASE)
         if m is None:
             return None
         kind, arg = m.group(1).lower(), m.group(2).strip()

@@ -42,7 +42,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 PHIS = ("last", "avg", "min", "prod")
 PHI_NAMES = {"last": "End-State (Φ_last)", "avg": "Overall (Φ_avg)", "min": "Process (Φ_min)",
@@ -68,7 +69,7 @@ class Trajectory:
         return sum(1 for c in self.confidences if c is None)
 
 
-def exact(c: float | int | Fraction) -> Fraction:
+def exact(c: float | Fraction) -> Fraction:
     """A confidence as an exact number: a float is read as the shortest decimal that prints as it (``0.85`` →
     17/20, the value the model wrote), so equal aggregates are equal, whatever the order they were summed in."""
     if isinstance(c, Fraction):

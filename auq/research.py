@@ -60,7 +60,7 @@ EXPAND = ("\n\nYour reflection so far saw only the most recent {window} round(s)
 def parse_plan(text: str | None, n: int) -> list[str] | None:
     """The queries of a ``<plan>`` reply: its JSON list of strings, else its non-empty lines; None when there
     is no ``<plan>`` tag or it holds no query (an unparsable plan gets no S_cons vote)."""
-    found = re.findall(r"<plan>(.*?)</plan>", text or "", re.S | re.I)
+    found = re.findall(r"<plan>(.*?)</plan>", text or "", re.DOTALL | re.IGNORECASE)
     if not found:
         return None
     body = found[-1].strip()

@@ -6,7 +6,8 @@ among candidates, public-test reports for code, and small parsers for the judges
 from __future__ import annotations
 
 import re
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.harness.context import ProblemContext
 from agentic_repro.harness.types import Message

@@ -50,13 +50,14 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentic_repro.evaluators.sandbox import humaneval_program, isolation, run_program_async  # noqa: E402
-from agentic_repro.evaluators.sandbox.launch import ISOLATION_ENV  # noqa: E402
+from agentic_repro.evaluators.sandbox import humaneval_program, isolation, run_program_async
+from agentic_repro.evaluators.sandbox.launch import ISOLATION_ENV
 
 BROKEN = {
     "return_none": "    return None\n",

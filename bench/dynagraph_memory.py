@@ -30,8 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentic_repro.bench.adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib, server_settings  # noqa: E402
-from agentic_repro.harness.embedded.server import LocalServer, lora_adapters  # noqa: E402
+from agentic_repro.bench.adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib, server_settings
+from agentic_repro.harness.embedded.server import LocalServer, lora_adapters
 
 PAPER = {"dynagraph_gb": 16.6, "multi_agent_3x_gb": 49.5, "note": "Fig. 6(a): DynaGraph ~16.6 GB peak GPU memory "
          "regardless of the expert pool; Multi-Agent (3x8B) > 49.5 GB (RTX 5090, DeepSeek-8B bf16)"}

@@ -38,8 +38,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, ModelSpec, resolve_gguf  # noqa: E402
-from agentic_repro.harness.embedded.server import ServerPool, choose_threads, external_url, served_models  # noqa: E402
+from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, ModelSpec, resolve_gguf
+from agentic_repro.harness.embedded.server import ServerPool, choose_threads, external_url, served_models
 
 ROOT = Path(__file__).resolve().parents[1]
 

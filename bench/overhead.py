@@ -26,7 +26,6 @@ import argparse
 import json
 import tempfile
 import time
-from pathlib import Path
 
 from _common import compose, fake_backbone_overrides, fake_server
 

@@ -35,10 +35,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentic_repro.bench._common import ROOT, free_port  # noqa: E402
+from agentic_repro.bench._common import ROOT, free_port
 
-WORDS = ("the of and to in is was for on that with as by at from his her an were which are this be has had it "
-         "apple number train station seven eleven twice half total remaining each bought sold price cost").split()
+WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "an", "were", "which", "are", "this", "be", "has", "had", "it", "apple", "number", "train", "station", "seven", "eleven", "twice", "half", "total", "remaining", "each", "bought", "sold", "price", "cost"]
 
 
 def prompts(calls: int, seed: int) -> list[str]:

@@ -25,7 +25,7 @@ class CalibrationState:
                 "updates": self.updates, "windows": self.windows}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "CalibrationState":
+    def from_dict(cls, d: dict[str, Any]) -> CalibrationState:
         return cls(T=float(d["T"]), feedback=[list(x) for x in d.get("feedback", [])],
                    confidences=[float(x) for x in d.get("confidences", [])],
                    updates=list(d.get("updates", [])), windows=int(d.get("windows", 0)))

@@ -134,7 +134,7 @@ class Options:
     calib_min_count: int = 3
 
     @classmethod
-    def build(cls, params: dict[str, Any]) -> "Options":
+    def build(cls, params: dict[str, Any]) -> Options:
         opts = build_variant_options(cls, params, VARIANTS, canonical_variant, "DenoiseFlow")
         variant = opts.variant
         known = {method_name(v): v for v in VARIANTS}

@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.S)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 
 
 def _close_truncated(tail: str, stack: list[str], in_str: bool) -> str:
@@ -61,7 +61,7 @@ def _candidates(text: str) -> list[tuple[str, bool]]:
 
 def _repairs(s: str) -> list[str]:
     s = s.strip()
-    fixed = re.sub(r"^\s*//[^\n]*$", "", s, flags=re.M)               # whole-line comments
+    fixed = re.sub(r"^\s*//[^\n]*$", "", s, flags=re.MULTILINE)               # whole-line comments
     fixed = re.sub(r",\s*\.\.\.\s*(?=[\]}])", "", fixed)             # template ellipses: [a, b, ...]
     fixed = re.sub(r",\s*([}\]])", r"\1", fixed)                     # trailing commas
     fixed2 = re.sub(r"([{,]\s*)([A-Za-z_][A-Za-z0-9_]*)\s*:", r'\1"\2":', fixed)  # bare keys

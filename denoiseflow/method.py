@@ -176,9 +176,7 @@ class DenoiseFlow:
         n_clusters = len(sense["clusters"]) if sense else 1
         if opts.fixed_k:
             rt, K = "branch", int(opts.fixed_k)
-        elif not opts.adaptive_branching:
-            rt, K = "direct", 1
-        elif initial == "direct":
+        elif not opts.adaptive_branching or initial == "direct":
             rt, K = "direct", 1
         elif initial == "refine":
             rt, K = "refine", opts.k_max

@@ -175,7 +175,7 @@ def qa_parts(problem: Problem, rendered: str) -> tuple[str, str]:
 
 
 def function_signature(problem: Problem, rendered: str) -> str:
-    m = re.search(r"^\s*(def [A-Za-z_][A-Za-z0-9_]*\s*\(.*?\)\s*(->\s*[^:]+)?:)", rendered, re.M)
+    m = re.search(r"^\s*(def [A-Za-z_][A-Za-z0-9_]*\s*\(.*?\)\s*(->\s*[^:]+)?:)", rendered, re.MULTILINE)
     if m:
         return m.group(1).strip()
     entry = problem.fields.get("entry_point") or "solution"   # MBPP: the name the task text's example test calls

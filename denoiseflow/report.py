@@ -109,7 +109,7 @@ def table9(rows: list[dict[str, Any]]) -> dict[str, float]:
     routes = [r["trace"].get("route") for r in rows]
     branchy = [r for r in rows if r["trace"].get("route") in ("branch", "refine")]
     ks = [r["trace"].get("K", 1) for r in branchy]
-    trig = lambda r: bool(r["trace"].get("refinement", {}).get("triggered"))  # noqa: E731
+    trig = lambda r: bool(r["trace"].get("refinement", {}).get("triggered"))
     return {"direct_pct": 100 * routes.count("direct") / n,
             "branch_pct": 100 * len(branchy) / n,
             "refine_route_pct": 100 * routes.count("refine") / n,

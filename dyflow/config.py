@@ -79,7 +79,7 @@ class Options:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, params: dict[str, Any]) -> "Options":
+    def build(cls, params: dict[str, Any]) -> Options:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(params) - names)
         if unknown:

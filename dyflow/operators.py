@@ -21,7 +21,7 @@ from agentic_repro.dyflow.schema import ORIGINAL_PROBLEM, OperatorInstance
 
 PROMPT_OF = {"GENERATE_CODE": "GENERATE_ANSWER", "REFINE_CODE": "REFINE_ANSWER",
              "ENSEMBLE": "SELF_CONSISTENCY_ENSEMBLE"}
-_VERDICT = re.compile(r"Overall\s+Verdict\s*[:：]\s*[*_`\s\"'<\[]*(accept|minor_issues|major_issues|reject)", re.I)
+_VERDICT = re.compile(r"Overall\s+Verdict\s*[:：]\s*[*_`\s\"'<\[]*(accept|minor_issues|major_issues|reject)", re.IGNORECASE)
 
 
 def verdict_of(review: str) -> str | None:
@@ -131,7 +131,7 @@ async def _test_code(ctx: Any, op: OperatorInstance, memory: dict[str, str], tas
     text = task if key == ORIGINAL_PROBLEM else memory[key]
     code, _rule = ctx.benchmark.extract(text, ctx.problem) if ctx.benchmark.domain == "code" else (None, None)
     if code is None:     # not a code task: pull the python blocks as the release does
-        blocks = re.findall(r"```(?:python|py|Python)?\s*(.*?)\s*```", text, re.S)
+        blocks = re.findall(r"```(?:python|py|Python)?\s*(.*?)\s*```", text, re.DOTALL)
         code = "\n\n".join(blocks)
     info: dict[str, Any] = {"ledger_stage": None, "tested_key": key}
     if not str(code or "").strip():

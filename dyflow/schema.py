@@ -169,7 +169,7 @@ class StageGraph(BaseModel):
         return s
 
     @model_validator(mode="after")
-    def _ids_and_edges(self) -> "StageGraph":
+    def _ids_and_edges(self) -> StageGraph:
         for i, op in enumerate(self.operators, 1):      # the release names them op_<stage>_<i>; fill gaps
             if not op.operator_id:
                 op.operator_id = f"op_{self.stage_id}_{i}"
@@ -187,7 +187,7 @@ class StageGraph(BaseModel):
 
     # ---- the released designer JSON ------------------------------------------------------------
     @classmethod
-    def from_designer(cls, obj: Any) -> "StageGraph":
+    def from_designer(cls, obj: Any) -> StageGraph:
         """Build from the designer's JSON (released form, or a flat form with our field names)."""
         if isinstance(obj, list) and len(obj) == 1 and isinstance(obj[0], dict):
             obj = obj[0]

@@ -77,7 +77,7 @@ class Options:
     folder: str | None = None
 
     @classmethod
-    def build(cls, params: dict[str, Any]) -> "Options":
+    def build(cls, params: dict[str, Any]) -> Options:
         params = dict(params)
         if "on_plan_failure" in params:       # the option's earlier name (fallback | error)
             old = params.pop("on_plan_failure")

@@ -8,7 +8,8 @@ sums into ``metrics.json`` ``method_counts``).
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 KEYS = ("reasks", "fallbacks", "fallback_patches")
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.dynagraph.config import Options
 from agentic_repro.dynagraph.schema import Feedback
@@ -51,7 +52,7 @@ class Budget:
     nodes: int
 
     @classmethod
-    def of(cls, opts: Options) -> "Budget":
+    def of(cls, opts: Options) -> Budget:
         return cls(opts.max_patches, opts.max_reconstructions, opts.max_nodes)
 
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import networkx as nx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -71,7 +72,7 @@ class PlanCheck:
                 "nodes": [n.model_dump() for n in self.nodes]}
 
 
-_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.S | re.I)
+_FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
 def parse_json_object(text: str) -> tuple[Any, str]:

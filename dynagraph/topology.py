@@ -6,7 +6,8 @@ truncated by a reconstruction); only pending/done nodes are live. Every change a
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
+from collections.abc import Iterable
 
 import networkx as nx
 

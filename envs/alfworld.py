@@ -106,7 +106,7 @@ class ALFWorld(Benchmark):
     def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
         return (text or "").strip() or None, "raw"
 
-    async def score(self, text: str, problem: Problem):  # noqa: ANN201 - an environment is scored by its episodes
+    async def score(self, text: str, problem: Problem):  # an environment is scored by its episodes
         raise TypeError("ALFWorld is an environment: the score comes from the episodes (score_episodes)")
 
 

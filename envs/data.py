@@ -61,7 +61,7 @@ def fetch_alfworld(dest: Path, shared: Path) -> str:
             shutil.copyfile(f, out)
         origin = str(source)
     else:
-        with urllib.request.urlopen(ALFWORLD_ZIP, timeout=120) as resp:  # noqa: S310 - fixed https URL
+        with urllib.request.urlopen(ALFWORLD_ZIP, timeout=120) as resp:  # fixed https URL
             archive = zipfile.ZipFile(io.BytesIO(resp.read()))
         for name in archive.namelist():
             parts = name.split("/")
@@ -101,7 +101,7 @@ def fetch_webshop(dest: Path, shared: Path, download: bool = True) -> list[str]:
                 target.write_bytes(_checked(source.read_bytes(), name))
                 lines.append(f"ok  webshop/{name}  ({source})")
             elif download:
-                with urllib.request.urlopen(GDRIVE.format(id=gid), timeout=30) as resp:  # noqa: S310
+                with urllib.request.urlopen(GDRIVE.format(id=gid), timeout=30) as resp:
                     target.write_bytes(_checked(resp.read(), name))
                 lines.append(f"ok  webshop/{name}  (WebShop's Google Drive file {gid})")
             else:
@@ -185,7 +185,7 @@ def fetch_agent_prompts(dest: Path, shared: Path, download: bool = True) -> list
             if source.is_file():
                 data, origin = source.read_bytes(), str(source)
             elif download:
-                with urllib.request.urlopen(url, timeout=30) as resp:  # noqa: S310 - pinned https URL
+                with urllib.request.urlopen(url, timeout=30) as resp:  # pinned https URL
                     data, origin = _prompt_jsonl(resp.read(), how, arg), url
             else:
                 raise RuntimeError(f"not in {shared / AGENT_PROMPTS_DIR} and downloads are off")

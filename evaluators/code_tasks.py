@@ -36,7 +36,8 @@ from __future__ import annotations
 import ast
 import json
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark

@@ -326,7 +326,7 @@ class DeepResearchBench(Benchmark):
 
     # ---- the search tool ----------------------------------------------------------------------------
     @cached_property
-    def _index(self) -> "BM25Corpus | TavilySearch | None":
+    def _index(self) -> BM25Corpus | TavilySearch | None:
         search = self.cfg.get("search") or {}
         backend = search.get("backend", "bm25")
         if backend == "tavily":
@@ -339,7 +339,7 @@ class DeepResearchBench(Benchmark):
         path = Path(search["corpus"])
         return BM25Corpus(path if path.is_absolute() else data_dir() / path)
 
-    def tools(self, problem: Problem):  # noqa: ANN201 - list[harness.tools.Tool]
+    def tools(self, problem: Problem):  # list[harness.tools.Tool]
         from agentic_repro.harness.tools import Tool
 
         index = self._index
@@ -396,7 +396,7 @@ class TavilySearch:
         body = json.dumps({"query": query, "max_results": int(k)}).encode()
         req = urllib.request.Request(self.url, data=body, method="POST", headers={
             "Content-Type": "application/json", "Authorization": f"Bearer {self.key}"})
-        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # noqa: S310 - configured https URL
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:  # configured https URL
             data = json.loads(resp.read())
         return [{"id": r.get("url", str(i)), "title": r.get("title", ""), "text": r.get("content", "")}
                 for i, r in enumerate(data.get("results") or [])][:k]

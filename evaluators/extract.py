@@ -13,8 +13,15 @@ import textwrap
 EXTRACTION_VERSION = "2"  # 2: GSM8K protocol reading (last_number_protocol) added
 
 __all__ = [
-    "EXTRACTION_VERSION", "gsm8k_gold", "last_number", "last_number_protocol", "last_boxed", "extract_code",
-    "extract_short_answer", "normalize_number", "boxed_contents",
+    "EXTRACTION_VERSION",
+    "boxed_contents",
+    "extract_code",
+    "extract_short_answer",
+    "gsm8k_gold",
+    "last_boxed",
+    "last_number",
+    "last_number_protocol",
+    "normalize_number",
 ]
 
 # A number as models write it: optional sign, optional $, thousands commas, decimals,
@@ -57,8 +64,7 @@ def normalize_number(s: str | None) -> float | None:
     if m:
         t = ("-" if t.startswith("-") else "") + f"{m.group(1)}/{m.group(2)}"
     t = re.sub(r"[\s,$%]", "", t).replace("\\%", "").rstrip(".")
-    if t.startswith("+"):
-        t = t[1:]
+    t = t.removeprefix("+")
     try:
         if "/" in t:
             num, den = t.split("/", 1)
@@ -193,8 +199,7 @@ def last_number_protocol(text: str) -> tuple[str | None, str]:
     if not matches:
         return None, "none"
     value = matches[-1].replace(",", "")
-    if value.startswith("+"):
-        value = value[1:]
+    value = value.removeprefix("+")
     return value, "protocol_last_number"
 
 

@@ -32,7 +32,8 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark, DataInfo

@@ -13,9 +13,10 @@ import os
 import select
 import signal
 import time
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
-__all__ = ["call_with_deadline", "TIMEOUT"]
+__all__ = ["TIMEOUT", "call_with_deadline"]
 
 TIMEOUT = object()  # returned when the child missed its deadline (a child that died without an answer raises)
 _MEMORY_HEADROOM = 2 << 30

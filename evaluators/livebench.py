@@ -16,7 +16,7 @@ Each task is scored with **LiveBench's own ground-truth rule** for it (rules rea
   the last n comma items), else the last ``\\boxed{}``, else the last line if it has n-1 commas; item i is
   right if the gold item (lower-cased, '-' as ' ') equals or is contained in the answer's item
   ('position' removed); the score is ``(all right + right/n) / 2`` — a partial credit in [0, 1].
-  Faithful quirk: the old rule's ``***(\w+)***`` cannot read a gold with a '-' or '&' (3 of the 50:
+  Faithful quirk: the old rule's ``***(\\w+)***`` cannot read a gold with a '-' or '&' (3 of the 50:
   "d&b", "police-officer", "security-guard"), so LiveBench itself never credits those; kept as is.
 
 The headline is the mean of those per-question scores, as LiveBench reports. DyFlow itself scored
@@ -28,7 +28,8 @@ from __future__ import annotations
 import itertools
 import re
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark, DataInfo
@@ -38,8 +39,7 @@ from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
 _NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen "
-    "seventeen eighteen nineteen twenty".split())}
+    ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"])}
 _SOLUTION = re.compile(r"<solution>(.*?)</solution>")
 _SOLUTION_BROKEN = re.compile(r"</solution>(.*?)</solution>")
 ZEBRA_NEW_FORMAT_FROM = "2024-11-25"
@@ -107,7 +107,7 @@ def score_zebra_old(gold: str, text: str) -> tuple[float, Any, str]:
         words = re.findall(r"\b\w+\b", text)
         word, rule = (words[-1] if words else ""), "last-word"
     g = gold.lower()
-    num_words = {str(i): w for i, w in enumerate("zero one two three four five six seven eight nine".split()) if i}
+    num_words = {str(i): w for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]) if i}
     ok = word.lower() == g or num_words.get(word, "").lower() == g or word.lower() + " movies" == g
     return float(ok), word or None, rule
 
@@ -168,7 +168,7 @@ class LiveBenchReasoning(Benchmark):
     def render(self, problem: Problem) -> str:
         return problem.fields["question"]
 
-    def _rule(self, problem: Problem):  # noqa: ANN202 - one of the score_* functions
+    def _rule(self, problem: Problem):  # one of the score_* functions
         task = problem.fields["task"]
         if task == "spatial":
             return score_spatial, "spatial"

@@ -29,12 +29,13 @@ import math
 import re
 import time
 from fractions import Fraction
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from agentic_repro.evaluators.base import ScorerFailure
 from agentic_repro.evaluators.killable import TIMEOUT, call_with_deadline
 
-__all__ = ["is_equiv", "normalize_math", "STAGES"]
+__all__ = ["STAGES", "is_equiv", "normalize_math"]
 
 STAGES = ("string", "normalized", "numeric", "symbolic", "timeout", "none")
 _RANK = {"string": 0, "normalized": 1, "numeric": 2, "symbolic": 3, "timeout": 4}
@@ -140,8 +141,7 @@ def _simple_number(s: str) -> Fraction | None:
     neg = s.startswith("-")
     if neg:
         s = s[1:]
-    if s.startswith("+"):
-        s = s[1:]
+    s = s.removeprefix("+")
     m = re.fullmatch(rf"\\frac\{{(-?)({_PLAIN})\}}\{{(-?)({_PLAIN})\}}", s) or \
         re.fullmatch(rf"()({_PLAIN})/()({_PLAIN})", s)
     try:
@@ -160,7 +160,7 @@ def _simple_number(s: str) -> Fraction | None:
     return -value if neg else value
 
 
-def _close(a: complex | float, b: complex | float) -> bool:
+def _close(a: complex, b: complex) -> bool:
     return math.isclose(a.real, b.real, rel_tol=_REL_TOL, abs_tol=_ABS_TOL) and \
         math.isclose(a.imag, b.imag, rel_tol=_REL_TOL, abs_tol=_ABS_TOL)
 

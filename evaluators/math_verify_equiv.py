@@ -33,7 +33,7 @@ from typing import Any
 from agentic_repro.evaluators.base import ScorerFailure
 from agentic_repro.evaluators.killable import TIMEOUT, call_with_deadline
 
-__all__ = ["math_verify_equiv", "MATH_VERIFY_VERSION", "CHECKER_TIMEOUTS"]
+__all__ = ["CHECKER_TIMEOUTS", "MATH_VERIFY_VERSION", "math_verify_equiv"]
 
 CHECKER_TIMEOUTS = ("error", "wrong")  # benchmark.checker_timeout: a killed checker is an error | a 0
 

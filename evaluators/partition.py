@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from agentic_repro.evaluators.code_tasks import HumanEval
 from agentic_repro.evaluators.data import sha256_file
@@ -81,7 +82,7 @@ class PartitionedMATH(Partitioned, MATH):
     def partition_key(self, row: dict[str, Any]) -> str:
         return str(row["unique_id"])
 
-    def make_problem(self, row: dict[str, Any], row_index: int):  # noqa: ANN201 - harness.types.Problem
+    def make_problem(self, row: dict[str, Any], row_index: int):  # harness.types.Problem
         problem = super().make_problem(row, row_index)
         problem.fields["solution"] = row.get("solution")  # hidden; what DyFlow's MATH judge compares against
         return problem

@@ -16,7 +16,8 @@ Split: DyFlow's 84 train / 251 test are drawn from the 1,000 labelled items with
 from __future__ import annotations
 
 import re
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators.base import Benchmark
 from agentic_repro.evaluators.partition import Partitioned

@@ -7,7 +7,8 @@ effect of extraction stays visible.
 from __future__ import annotations
 
 import ast
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any
+from collections.abc import Hashable
 
 from agentic_repro.evaluators.base import Benchmark, DataInfo
 from agentic_repro.evaluators.data import data_dir, read_jsonl, select

@@ -12,9 +12,9 @@ import itertools
 import re
 import string
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
-__all__ = ["normalize_answer", "token_f1", "max_f1", "hotpot_f1_official", "drop_f1_aflow", "drop_f1_official", "drop_em_f1_official"]
+__all__ = ["drop_em_f1_official", "drop_f1_aflow", "drop_f1_official", "hotpot_f1_official", "max_f1", "normalize_answer", "token_f1"]
 
 _PUNCT = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)

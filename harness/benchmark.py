@@ -165,5 +165,5 @@ def build_benchmark(cfg: dict[str, Any]) -> Benchmark:
         raise ValueError(f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} cannot be imported ({exc})") from exc
     if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
         msg = f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} is not a harness.benchmark.Benchmark"
-        raise ValueError(msg)  # noqa: TRY004 - a config error: harness.run prints a ValueError in one line
+        raise ValueError(msg)  # a config error: harness.run prints a ValueError in one line
     return cls(cfg)

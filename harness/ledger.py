@@ -164,7 +164,7 @@ class LedgerFile:
     def write(self, row: dict[str, Any]) -> None:
         try:
             if self._fh is None:
-                self._fh = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - one handle for the run, closed by close()
+                self._fh = open(self.path, "a", encoding="utf-8")  # one handle for the run, closed by close()
             self._fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
             self._fh.flush()
             if self.fsync:

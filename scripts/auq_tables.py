@@ -683,7 +683,7 @@ def figure5_models(root: Path, exp: dict[str, Any], backbones_: list[str], out_d
         if rs:
             per[bb] = fig5_gains(exp, bars)
             runs += rs
-    names = list((f5.get("gains") or {}))
+    names = list(f5.get("gains") or {})
     pyplot = plt()
     fig, ax = pyplot.subplots(figsize=(7, 4))
     series = [(bb, [per[bb][n]["gain"] for n in names]) for bb in per]

@@ -266,7 +266,7 @@ class RunIndex:
         self.root, self.experiment, self.runs = Path(root), experiment, runs
 
     @classmethod
-    def scan(cls, root: Path, experiment: str) -> "RunIndex":
+    def scan(cls, root: Path, experiment: str) -> RunIndex:
         base = Path(root) / experiment
         runs: dict[RunKey, SeedRun] = {}
         if base.is_dir():

@@ -225,7 +225,7 @@ def bench_missing(b: str) -> str | None:
 
 
 # ---- reading results ---------------------------------------------------------------------------------------
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _folder(method: str) -> str:
     """The result-folder name of a method config: its literal ``name:``, else composed (once per name)."""
     cfg = method_config(method)
@@ -600,7 +600,7 @@ def table8(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
                 notes.append(f"{row['label']} training: {train['replayed']:.0f} calls replayed from the cache are "
                              f"not counted (fresh calls only).")
         ref = (t.get("reference") or {}).get(row["label"], {})
-        pr = lambda k: " / ".join([_tok(ref[k][0]), _tok(ref[k][1]), _usd(ref[k][2])]) if k in ref else "—"  # noqa: E731
+        pr = lambda k: " / ".join([_tok(ref[k][0]), _tok(ref[k][1]), _usd(ref[k][2])]) if k in ref else "—"
         acc = a.mean if row.get("roles") in (None, ["designer"]) else None
         table.rows.append([row["label"], *(["—"] * 3 if train is None else
                                            [_tok(train["prompt_tokens"]), _tok(train["completion_tokens"]), _usd(train["cost_usd"])]),
@@ -642,7 +642,7 @@ def table9(res: Results, spec: dict[str, Any], backbone: str, records: list[dict
             per = {r: _role_sums(a, [r]) for r in ("designer", "executor", "summarizer")}
             des = per["designer"]
             ref = (t.get("reference") or {}).get(b, {}).get(d)
-            io = lambda s: "—" if s is None else f"{_tok(s['prompt_tokens'])} / {_tok(s['completion_tokens'])}"  # noqa: E731
+            io = lambda s: "—" if s is None else f"{_tok(s['prompt_tokens'])} / {_tok(s['completion_tokens'])}"
             table.rows.append([labels[b], d, *(["—"] * 3 if des is None else
                                                [_tok(des["prompt_tokens"]), _tok(des["completion_tokens"]),
                                                 _usd(des["cost_usd"])]),

@@ -78,7 +78,7 @@ def build_plan(exp: dict[str, Any], opts: dict[str, Any], extra: list[str]) -> l
     return items
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _folder(method: str) -> str:
     """The method's results folder: its yaml's plain ``name`` (no Hydra compose, which is slow), else composed."""
     name = (method_config(method) or {}).get("name")

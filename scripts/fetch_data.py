@@ -107,7 +107,7 @@ BLOB_DOWNLOADS: dict[str, tuple[str, str, str, str]] = {
 
 def git_blob_id(data: bytes) -> str:
     """The id ``git hash-object`` gives these bytes (sha1 of "blob <size>\\0" + data)."""
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # noqa: S324 - git's id, not security
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's id, not security
 
 
 def fetch_blob(dest: Path, rel: str, download=None) -> str:
@@ -121,7 +121,7 @@ def fetch_blob(dest: Path, rel: str, download=None) -> str:
     url = RAW.format(repo=repo, commit=commit, path=path)
     try:
         data = (download or _download)(url)
-    except Exception as exc:  # noqa: BLE001 - no network, HTTP error: one clear line
+    except Exception as exc:  # no network, HTTP error: one clear line
         raise RuntimeError(f"{rel} is not in ../shared/datasets and could not be downloaded from {url} ({exc}); "
                            f"with internet access re-run `make data` (or place the file at {target}; its git blob id "
                            f"must be {blob})") from exc
@@ -156,7 +156,7 @@ def sha256_bytes(data: bytes) -> str:
 
 
 def _download(url: str) -> bytes:
-    with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 - fixed https URLs
+    with urllib.request.urlopen(url, timeout=60) as resp:  # fixed https URLs
         return resp.read()
 
 

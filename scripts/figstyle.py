@@ -8,7 +8,7 @@ def plt():
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as pyplot
+    from matplotlib import pyplot
 
     pyplot.rcParams.update({"font.size": 11, "axes.titlesize": 12, "axes.labelsize": 11, "legend.fontsize": 9,
                             "xtick.labelsize": 10, "ytick.labelsize": 10, "figure.dpi": 150,
@@ -21,7 +21,7 @@ def save(fig, base: Path) -> list[Path]:
     out = [base.with_suffix(".png"), base.with_suffix(".pdf")]
     for p in out:
         fig.savefig(p)
-    import matplotlib.pyplot as pyplot
+    from matplotlib import pyplot
 
     pyplot.close(fig)
     return out

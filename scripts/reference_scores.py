@@ -19,7 +19,8 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 
@@ -46,7 +47,7 @@ class Cell:
     missing: str | None = None
 
     @classmethod
-    def of(cls, d: dict[str, Any], extra: list[str] | None = None) -> "Cell":
+    def of(cls, d: dict[str, Any], extra: list[str] | None = None) -> Cell:
         return cls(name=str(d["name"]), label=str(d.get("label") or d["name"]), benchmark=d.get("benchmark"),
                    method=d.get("method"), overrides=[*(d.get("overrides") or []), *(extra or [])],
                    published=None if d.get("published") is None else float(d["published"]),

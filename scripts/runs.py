@@ -11,7 +11,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 import yaml
 
@@ -194,7 +195,7 @@ def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
         except KeyboardInterrupt:
             log("interrupted: finished problems are saved; re-run the same command to resume")
             raise
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             it.state, it.error = "failed", f"{type(exc).__name__}: {exc}"
             log(f"  ! {it.label} failed: {it.error}")
             if not keep_going:

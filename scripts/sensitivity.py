@@ -12,7 +12,7 @@ from typing import Any
 
 from agentic_repro.scripts.collect import RunIndex, backbones_on_disk, cost_per_problem
 from agentic_repro.scripts.figstyle import empty_panel, plt, save
-from agentic_repro.scripts.render import Cell, Table, fmt, fmt_pm, write_csv, write_tables
+from agentic_repro.scripts.render import Cell, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.runs import load_experiment, parse_args
 
 CSV_FIELDS = ["backbone", "param", "value", "benchmark", "status", "mean", "ci_low", "ci_high", "ci_method", "std",

@@ -26,7 +26,8 @@ import re
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 FAULTS = ("429", "500", "503", "hang", "truncated_json", "empty_choices", "null_content")
 
@@ -83,7 +84,7 @@ class FaultServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "FaultServer":
+    def __enter__(self) -> FaultServer:
         self.start()
         return self
 

@@ -32,7 +32,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.fault_server import FaultServer  # noqa: E402
+from tests.fault_server import FaultServer
 
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 

@@ -16,7 +16,7 @@ import pytest
 
 from agentic_repro.harness.adapters import AdapterSpec, adapter_identity, gather_by_adapter, parse_adapters, path_sha256
 from tests.adapter_files import write_gguf_lora, write_peft_dir
-from agentic_repro.harness.backbone import BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy
+from agentic_repro.harness.backbone import BackboneError, LlamaServerBackbone, RetryPolicy
 from agentic_repro.harness.ledger import Price
 
 
@@ -38,7 +38,7 @@ class Stub(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def do_GET(self):  # noqa: N802
+    def do_GET(self):
         if self.path == "/lora-adapters":
             self._send(type(self).adapters)
         elif self.path in ("/v1/models", "/health"):
@@ -46,7 +46,7 @@ class Stub(BaseHTTPRequestHandler):
         else:
             self._send({}, 404)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         if self.path == "/lora-adapters":
             type(self).posted_lora.append(body)

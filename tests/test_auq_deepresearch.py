@@ -60,7 +60,7 @@ def make(tmp_path, monkeypatch, method, corpus=True, n=1):
 
 
 def judge_reply(messages, sampling) -> str:
-    crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", messages[-1]["content"], re.S).group(1))
+    crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", messages[-1]["content"], re.DOTALL).group(1))
     return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": 6,
                             "article_2_score": 4} for c in items] for d, items in crit.items()})
 
@@ -91,7 +91,7 @@ class Agent:
             return self.system1
         if text.startswith("You are a researcher"):
             question = re.search(r"Research question: (.*)", text).group(1)
-            return "notes " + " ".join(re.findall(r"^\[(d\d)\]", text, re.M)) + " on " + question
+            return "notes " + " ".join(re.findall(r"^\[(d\d)\]", text, re.MULTILINE)) + " on " + question
         assert text.startswith("You are the analyst")
         return "# Report\n" + text[-200:]
 

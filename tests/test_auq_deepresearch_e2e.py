@@ -38,7 +38,7 @@ def test_auq_research_loop_on_one_task_through_the_embedded_model(tmp_path, monk
     def judge(messages, sampling):
         prompt = messages[-1]["content"]
         seen.append(prompt)
-        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.S).group(1))
+        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.DOTALL).group(1))
         return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": 5,
                                 "article_2_score": 5} for c in items] for d, items in crit.items()})
 

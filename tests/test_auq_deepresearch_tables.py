@@ -20,7 +20,7 @@ def judge_script(score_for):
 
     def reply_(messages, sampling):
         prompt = messages[-1]["content"]
-        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.S).group(1))
+        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.DOTALL).group(1))
         s = score_for(prompt)
         return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": s,
                                 "article_2_score": 4} for c in items] for d, items in crit.items()})

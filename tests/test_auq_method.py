@@ -245,7 +245,7 @@ def test_dual_on_the_webshop_fixture(tmp_path):
             q = " ".join(task.split()[2:6])                                     # "i want a solid wood ..."
             return reply(f"search[ {q} ]", 0.9 if REFLECT in text else 0.5)   # reflected, then searched
         clicks = [a for a in offered if a.lower() == "click[buy now]"] or \
-            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.I)] or offered
+            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.IGNORECASE)] or offered
         return reply(clicks[0], 0.95)
 
     spec = make_spec(tmp_path, {"name": "auq_dual", "solver": "agentic_repro.auq.method:AUQ",

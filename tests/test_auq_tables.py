@@ -53,7 +53,7 @@ S2 = {"system2": True, "c_init": 0.5, "c_final": 0.9, "expanded": False}
 @pytest.fixture(autouse=True)
 def png_only(monkeypatch):
     """The figures as PNG only (the PDF twin costs seconds and is the same drawing)."""
-    import matplotlib.pyplot as pyplot
+    from matplotlib import pyplot
 
     def save(fig, base):
         base.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ def test_protocol_lines_t_ece_conventions_and_the_webshop_tagger(tmp_path, monke
     scored without the original's spaCy tagger is footnoted with the measured disagreement."""
     monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "nodata"))
     root = tmp_path / "results"
-    two = lambda **kw: [pred("p0", True, [0.9], **kw), pred("p1", False, [0.85], **kw)]   # noqa: E731
+    two = lambda **kw: [pred("p0", True, [0.9], **kw), pred("p1", False, [0.85], **kw)]
     write_run(root, "auq", "alfworld", "react", two(), params={"window": None})            # not the paper's h=5
     write_run(root, "auq", "alfworld", "auq_dual", two(), params={"window": 5, **AUQ_PARAMS})
     write_run(root, "auq", "webshop", "auq_dual", two(tagger="fallback:content-words-v1"),

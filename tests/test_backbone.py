@@ -22,7 +22,7 @@ class Flaky(BaseHTTPRequestHandler):
     def log_message(self, *args):  # quiet
         pass
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).seen.append(body)
         if len(type(self).seen) <= type(self).fail:

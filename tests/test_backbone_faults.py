@@ -44,7 +44,7 @@ class Script(BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         type(self).seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
         step = type(self).plan.pop(0) if type(self).plan else json.dumps(GOOD).encode()
         if step == "hang":

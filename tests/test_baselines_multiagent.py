@@ -216,7 +216,7 @@ def test_blender_ranks_all_pairs_and_fuses_top_k(tmp_path, tiny_data):
         if "Two candidate responses" in p:
             a = p.split("### Candidate A")[1].split("### Candidate B")[0]
             b = p.split("### Candidate B")[1]
-            score = lambda t: int(re.search(r"quality (\d)", t).group(1))  # noqa: E731
+            score = lambda t: int(re.search(r"quality (\d)", t).group(1))
             return "Better: A" if score(a) > score(b) else "Better: B"
         if "Fuse them" in p:
             fuse_prompts.append(p)

@@ -102,7 +102,7 @@ def agent_script(messages, sampling) -> str:
     if text.startswith("You are the planner"):
         return "1. solar panel efficiency\n2. battery storage costs\n3. ignored third query"
     if text.startswith("You are a researcher"):
-        ids = re.findall(r"^\[(d\d)\]", text, re.M)
+        ids = re.findall(r"^\[(d\d)\]", text, re.MULTILINE)
         return f"notes citing {ids}"
     assert text.startswith("You are the analyst") and "notes citing" in text
     return "# Report\nSolar and batteries [d1] [d3]."
@@ -122,7 +122,7 @@ class RaceJudge(ScriptedBackbone):
 
         if sampling["seed"] == request_seed(42, 0):
             return "I think the first article is better."  # no JSON: asked again
-        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.S).group(1))
+        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.DOTALL).group(1))
         return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": 6,
                                 "article_2_score": 4} for c in items] for d, items in crit.items()})
 
@@ -175,7 +175,7 @@ def test_tavily_backend_needs_a_key_and_reads_results(monkeypatch):
     seen = {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802 - http.server's name
+        def do_POST(self):  # http.server's name
             seen["body"] = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen["auth"] = self.headers["Authorization"]
             out = json.dumps({"results": [{"url": "https://x", "title": "X", "content": "about x"}]}).encode()
@@ -290,7 +290,7 @@ class FailingJudge(ScriptedBackbone):
         self.attempts.append(attempt)
         if attempt < self.fails:
             return "```json\n{\"comprehensiveness\": [}\n```"         # not JSON, no scores named: asked again
-        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.S).group(1))
+        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", prompt, re.DOTALL).group(1))
         return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": 6,
                                 "article_2_score": 4} for c in items] for d, items in crit.items()})
 

@@ -97,7 +97,6 @@ class _FullFile:
 
 
 def test_a_full_results_disk_names_the_ledger_file(tmp_path, tiny_data, monkeypatch):
-    import agentic_repro.harness.ledger
     from agentic_repro import harness
     from agentic_repro.harness.results import ResultsWriteError
     from agentic_repro.harness.run import disk_message

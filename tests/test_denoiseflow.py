@@ -362,7 +362,7 @@ def test_each_ablation_switch_really_disables_its_part(tmp_path, tiny_data, vari
     _, _, full, full_state, _ = run_variant(tmp_path / "full")
     spec, _, preds, state, bb = run_variant(tmp_path / variant, variant)
     assert spec.out_dir.parent.parent.name == f"denoiseflow-{variant}"
-    calls = lambda stage, d=preds: sum(stage_calls(p, stage) for p in d.values())  # noqa: E731
+    calls = lambda stage, d=preds: sum(stage_calls(p, stage) for p in d.values())
     if variant == "wo_sa":
         assert calls("sense") == 0 and calls("sense", full) == 40
         assert all(p["trace"]["u"] is None and p["trace"]["graph"] is None for p in preds.values())
@@ -424,7 +424,7 @@ def test_result_is_independent_of_timing_and_resume(tmp_path, tiny_data):
                                    backbone=Jittery(world))
     _, _, _, _, _ = run_variant(tmp_path / "b", limit=4, runner={"max_concurrent_problems": 1})
     _, m2, p2, s2, _ = run_variant(tmp_path / "b", runner={"max_concurrent_problems": 1})
-    key = lambda p: (p["trace"]["T"], p["trace"]["confidence"], p["trace"]["route"], p["trace"]["K"],  # noqa: E731
+    key = lambda p: (p["trace"]["T"], p["trace"]["confidence"], p["trace"]["route"], p["trace"]["K"],
                      p["raw_output"], p["trace"]["thresholds"]["source"])
     assert {k: key(v) for k, v in p1.items()} == {k: key(v) for k, v in p2.items()}
     assert s1["state"] == s2["state"] and m1["score"] == m2["score"]

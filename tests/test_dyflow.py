@@ -31,7 +31,7 @@ def is_designer(messages: list[dict[str, str]]) -> bool:
 
 def stage_count(messages: list[dict[str, str]]) -> int:
     """How many stages the designer's summary lists."""
-    return len(re.findall(r"^Stage \d+:", messages[0]["content"], re.M))
+    return len(re.findall(r"^Stage \d+:", messages[0]["content"], re.MULTILINE))
 
 
 def executor_answer(prompt: str) -> str:
@@ -421,7 +421,7 @@ def test_config_files_compose():
 
 
 # ---- TEST_CODE: only the benchmark's public tests, through its tool ----------------------------------
-from tests.conftest import EchoBenchmark  # noqa: E402
+from tests.conftest import EchoBenchmark
 
 
 class PublicOnly(EchoBenchmark):

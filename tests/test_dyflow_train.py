@@ -269,7 +269,7 @@ def test_sft_run_counts_the_cut_examples_and_trains_on_the_kept_target(tmp_path:
     class Labels(TrainerCallback):
         seen: list[int] = []
 
-        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):  # noqa: ANN001
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):
             Labels.seen = sorted(sum(1 for x in ex["labels"] if x != -100) for ex in train_dataloader.dataset)
 
     def run_sft(mode: str) -> dict:

@@ -107,7 +107,7 @@ def test_an_all_fallback_run_says_so_in_its_cell_and_fallback_error_makes_it_inc
 
 
 def test_latency_comes_from_fresh_calls_only(tmp_path: Path, tiny_data):
-    slow = lambda: ScriptedBackbone(script_factory(bad_first_plan=False), delay_s=0.02)  # noqa: E731
+    slow = lambda: ScriptedBackbone(script_factory(bad_first_plan=False), delay_s=0.02)
     exp = load_experiment("dynagraph_table1")
     run(_spec(tmp_path, "a", limit=1), slow())              # p0's calls go into the shared cache
     run(_spec(tmp_path, "b", limit=2), slow())              # p0 replayed, p1 fresh

@@ -399,7 +399,7 @@ def test_every_scored_webshop_problem_records_its_noun_tagger(tmp_path):
             q = " ".join(re.search(r"Your task is to: (.+)", text).group(1).split()[2:6])
             return f"<think>t</think><action>search[ {q} ]</action>"
         buy = [a for a in offered if a.lower() == "click[buy now]"] or \
-            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.I)] or offered
+            [a for a in offered if re.match(r"click\[B[0-9A-Z]{9}\]", a, re.IGNORECASE)] or offered
         return f"<think>t</think><action>{buy[0]}</action>"
 
     def never_buys(messages, sampling):

@@ -282,7 +282,7 @@ def test_shared_store_paces_two_processes_together_and_never_stores_the_key(tmp_
     path = tmp_path / "rl.sqlite"
     key = account_key("gpt-4o-mini", None, "sk-secret-123")
     a, b = SharedStore(path, key), SharedStore(path, key)  # two connections, as two processes hold
-    rates = lambda learned: {"tokens": 100.0}  # noqa: E731
+    rates = lambda learned: {"tokens": 100.0}
     starts = []
     for i in range(10):
         store = a if i % 2 else b

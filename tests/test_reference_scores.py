@@ -7,7 +7,6 @@ import csv
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 
 from agentic_repro.evaluators.code_tasks import HumanEval, evalplus_chat_code

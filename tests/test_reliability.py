@@ -247,7 +247,7 @@ def test_a_full_disk_names_the_path_and_errno_and_leaves_no_tmp(tmp_path, tiny_d
 
 
 def test_a_metrics_write_error_does_not_mask_the_original_one(tmp_path, tiny_data, monkeypatch):
-    import agentic_repro.harness.results as results
+    from agentic_repro.harness import results
 
     spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=2)
     orig_append = results.ResultWriter.append

@@ -6,7 +6,6 @@ import asyncio
 import random
 import time
 
-import pytest
 
 from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
 from agentic_repro.harness.ledger import Price

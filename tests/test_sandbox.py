@@ -12,7 +12,7 @@ import pickle
 import socket
 import time
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

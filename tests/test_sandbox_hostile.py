@@ -16,7 +16,8 @@ import secrets
 import socket
 import sys
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import pytest
 

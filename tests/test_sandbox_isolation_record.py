@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-import agentic_repro.evaluators.sandbox as sandbox
+from agentic_repro.evaluators import sandbox
 from agentic_repro.harness.validate import ConfigError, validate_run_config
 from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone

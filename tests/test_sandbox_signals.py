@@ -10,7 +10,7 @@ simply goes on, in every mode, as it would under any daemon.)
 from __future__ import annotations
 
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -207,7 +207,7 @@ def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
     assert info["protocol"] == "smoke"
     full, info = build_plan(exp, {"backbone": "local"}, [])
     assert info["protocol"] == "embedded" and resolve_protocol(exp, "embedded")["first_pass"] == "smoke"
-    strip = lambda ov: [o for o in ov if not o.startswith("limit=")]   # noqa: E731
+    strip = lambda ov: [o for o in ov if not o.startswith("limit=")]
     # the default first runs exactly the smoke plan, then grows the same folders (same overrides but the limit)
     assert [strip(it.overrides) for it in full[:len(smoke)]] == [strip(it.overrides) for it in smoke]
     by_cell = {(it.extra["method"], it.extra["benchmark"]): it for it in full[len(smoke):]}
@@ -226,7 +226,7 @@ def test_smoke_is_a_prefix_of_the_default_size_same_folders_same_settings():
     methods = {it.extra["method"] for it in full}
     assert methods == {it.extra["method"] for it in smoke}      # the default adds problems and benchmarks
     # the searched methods (each a search before its test run) run from size `large` on
-    benches = lambda plan, m: {it.extra["benchmark"] for it in plan if it.extra["method"] == m}  # noqa: E731
+    benches = lambda plan, m: {it.extra["benchmark"] for it in plan if it.extra["method"] == m}
     large, _ = build_plan(exp, {"backbone": "local", "size": "large"}, [])
     searched = {r["method"] for r in exp["rows"] if r.get("searched")} & {it.extra["method"] for it in large}
     assert searched and not searched & methods

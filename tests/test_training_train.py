@@ -52,7 +52,7 @@ def _kill_after_checkpoint(step: int):
     from transformers import TrainerCallback
 
     class Kill(TrainerCallback):
-        def on_save(self, args, state, control, **kw):  # noqa: ANN001
+        def on_save(self, args, state, control, **kw):
             if state.global_step == step:
                 raise _Killed(f"killed after checkpoint-{step}")
 

@@ -16,9 +16,10 @@ identity, so a reader knows how many designer examples were trained on a cut tar
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
-__all__ = ["MODES", "cut", "encode", "measure", "describe", "split_lengths", "tokenized_rows"]
+__all__ = ["MODES", "cut", "describe", "encode", "measure", "split_lengths", "tokenized_rows"]
 
 MODES = ("llamafactory", "keep_start")
 

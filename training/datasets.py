@@ -193,8 +193,7 @@ def _write(path: str | os.PathLike[str], provenance: dict[str, Any], rows: list[
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
         fh.write(json.dumps({"provenance": provenance}, ensure_ascii=False, sort_keys=True, default=str) + "\n")
-        for row in rows:
-            fh.write(json.dumps(row, ensure_ascii=False, sort_keys=True, default=str) + "\n")
+        fh.writelines(json.dumps(row, ensure_ascii=False, sort_keys=True, default=str) + "\n" for row in rows)
     os.replace(tmp, path)
     return Dataset(path, provenance, rows, sha256_file(path))
 

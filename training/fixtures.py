@@ -16,7 +16,8 @@ import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.harness.embedded.gguf import _locked, default_cache_dir, file_sha256
 from agentic_repro.harness.embedded.base_model import BaseModel, _gguf_hf_dir, base_identity, resolve_base

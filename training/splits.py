@@ -8,7 +8,8 @@ not record its split is refused too, since nothing shows it is not a scored one.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 TRAIN_SPLITS: tuple[str, ...] = ("train",)
 

@@ -20,7 +20,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.harness.embedded.base_model import base_identity, load_base, resolve_base, save_base_config
 from agentic_repro.training.datasets import read_dataset
@@ -167,18 +168,18 @@ def _callbacks(out: Path, step_times: list[float]) -> list[Any]:
         def __init__(self) -> None:
             self._t = None
 
-        def on_step_begin(self, args, state, control, **kw):  # noqa: ANN001
+        def on_step_begin(self, args, state, control, **kw):
             self._t = time.perf_counter()
 
-        def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
+        def on_step_end(self, args, state, control, **kw):
             if self._t is not None:
                 step_times.append(time.perf_counter() - self._t)
 
-        def on_log(self, args, state, control, logs=None, **kw):  # noqa: ANN001
+        def on_log(self, args, state, control, logs=None, **kw):
             with open(out / "log.jsonl", "a", encoding="utf-8") as fh:
                 fh.write(json.dumps({"step": state.global_step, "time": round(time.time(), 3), **(logs or {})}) + "\n")
 
-        def on_save(self, args, state, control, **kw):  # noqa: ANN001
+        def on_save(self, args, state, control, **kw):
             plot_losses(state.log_history, out / "loss.png")
 
     return [Progress()]

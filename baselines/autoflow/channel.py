@@ -35,7 +35,8 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any
+from collections.abc import Awaitable, Callable
 
 from agentic_repro.evaluators.sandbox import ExecResult, Program, SandboxFailure, run_program_async
 

@@ -425,4 +425,4 @@ def _adam_from_json(doc: dict[str, Any]) -> dict[str, Any]:
     return {"param_groups": doc["param_groups"], "state": state}
 
 
-__all__ = ["GPTSwarm", "GPTSwarmOptimiser", "build_swarm", "realize", "graph_log_prob", "run_swarm", "SWARMS"]
+__all__ = ["SWARMS", "GPTSwarm", "GPTSwarmOptimiser", "build_swarm", "graph_log_prob", "realize", "run_swarm"]

@@ -585,5 +585,14 @@ def controller_summary(path: str | Path) -> dict[str, Any]:
     return {"sha256": sha, "parameters": n, "dims": doc["dims"], "operators": doc["operators"]}
 
 
-__all__ = ["MaasSupernet", "MaasOptimiser", "build_controller", "sample_architecture", "architecture_log_prob",
-           "sample_layer", "run_graph", "graph_for", "controller_summary"]
+__all__ = [
+    "MaasOptimiser",
+    "MaasSupernet",
+    "architecture_log_prob",
+    "build_controller",
+    "controller_summary",
+    "graph_for",
+    "run_graph",
+    "sample_architecture",
+    "sample_layer",
+]

@@ -272,7 +272,7 @@ class Ops:
         self.trace: list[dict[str, Any]] = []
 
     @classmethod
-    def of(cls, ctx: Any) -> "Ops":
+    def of(cls, ctx: Any) -> Ops:
         if isinstance(ctx, Ops):
             return ctx
         ops = _DEFAULT_OPS.get(ctx)
@@ -313,7 +313,7 @@ class Ops:
 
 
 # one Ops per bare ProblemContext, for the context's lifetime only (weak keys: it dies with the context)
-_DEFAULT_OPS: "weakref.WeakKeyDictionary[Any, Ops]" = weakref.WeakKeyDictionary()
+_DEFAULT_OPS: weakref.WeakKeyDictionary[Any, Ops] = weakref.WeakKeyDictionary()
 
 
 # ---- response parsing (the fill modes) ------------------------------------------------------------------------
@@ -584,7 +584,7 @@ async def format_answer(ctx: Any, problem: str, solution: str, mode: str | None 
     return {"solution": text}
 
 
-format = format_answer  # noqa: A001 - AFlow's name for the operator
+format = format_answer  # AFlow's name for the operator
 
 
 async def self_refine(ctx: Any, problem: str, solution: str, *, stage: str = "SelfRefine") -> dict[str, Any]:

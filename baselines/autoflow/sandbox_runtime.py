@@ -20,13 +20,13 @@ cannot switch it off by reflection (``_seal``).
 import sys as _sys
 import json as _json
 import re as _re
-import math as _math  # noqa: F401 - preloaded for workflows (imports after loading are refused)
-import random as _random  # noqa: F401
-import string as _string  # noqa: F401
-import collections as _collections  # noqa: F401
-import itertools as _itertools  # noqa: F401
-import functools as _functools  # noqa: F401
-import typing as _typing  # noqa: F401
+import math as _math  # preloaded for workflows (imports after loading are refused)
+import random as _random
+import string as _string
+import collections as _collections
+import itertools as _itertools
+import functools as _functools
+import typing as _typing
 import types as _types
 import traceback as _traceback
 import threading as _threading
@@ -58,7 +58,7 @@ class OperatorError(Exception):
 class _Req:
     """One request to the harness; awaiting it parks the task until the answer comes."""
 
-    __slots__ = ("op", "args", "id", "value", "error", "done")
+    __slots__ = ("args", "done", "error", "id", "op", "value")
 
     def __init__(self, op, args):
         self.op, self.args, self.id, self.value, self.error, self.done = op, args, None, None, None, False
@@ -72,7 +72,7 @@ class _Req:
 
 
 class _Task:
-    __slots__ = ("coro", "done", "result", "exc", "waiters")
+    __slots__ = ("coro", "done", "exc", "result", "waiters")
 
     def __init__(self, coro):
         self.coro, self.done, self.result, self.exc, self.waiters = coro, False, None, None, []
@@ -90,7 +90,7 @@ class _Task:
 
 
 class _Gather:
-    __slots__ = ("tasks", "return_exceptions")
+    __slots__ = ("return_exceptions", "tasks")
 
     def __init__(self, tasks, return_exceptions):
         self.tasks, self.return_exceptions = tasks, return_exceptions
@@ -143,7 +143,7 @@ def _run_ready():
 
 
 def _park(task, y):
-    resume = lambda: _S["ready"].append((task, None, None))  # noqa: E731
+    resume = lambda: _S["ready"].append((task, None, None))
     if isinstance(y, _Req):
         y.id = "r%d" % _S["next_id"]
         _S["next_id"] += 1

@@ -366,7 +366,7 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
 
 
 async def _search_locked(spec: RunSpec, search_cfg: dict[str, Any], split_check: dict[str, Any], out: Path,
-                         sctx: "SearchContext", optimiser: Any, started: float) -> dict[str, Any]:
+                         sctx: SearchContext, optimiser: Any, started: float) -> dict[str, Any]:
     split = str(search_cfg.get("split", "validate"))
     await sctx.open()
     try:

@@ -36,13 +36,14 @@ import sys
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.dyflow.schema import StageGraph, stage_from_trace
 from agentic_repro.training.datasets import Dataset, Example, RunSource, Trajectory, build_kto, build_sft, find_runs
 from agentic_repro.training.splits import TRAIN_SPLITS, refuse_scored_splits, run_split
 
-__all__ = ["CollectOptions", "CollectResult", "collect", "designer_identity", "stage_examples", "main"]
+__all__ = ["CollectOptions", "CollectResult", "collect", "designer_identity", "main", "stage_examples"]
 
 PROMPTS = ("messages", "summary")
 COMPLETIONS = ("stage", "raw")

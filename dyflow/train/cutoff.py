@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import sys
 from types import SimpleNamespace
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 # a released-format reply (StageGraph.to_designer's shape): the length of a typical two-operator stage
 REPLY = {"stage_id": "stage_1", "description": "Plan the solution, then answer it.",

@@ -23,11 +23,12 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.dyflow.train.collect import CollectOptions, _parse_options, collect
 
-__all__ = ["compose_stage", "serve_overrides", "run_pipeline", "main"]
+__all__ = ["compose_stage", "main", "run_pipeline", "serve_overrides"]
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs" / "training"
 STEPS = ("collect", "sft", "kto", "kto_only")
@@ -130,7 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"agentic_repro.dyflow.train.pipeline: {exc}", file=sys.stderr)
         return 2
-    except Exception as exc:  # noqa: BLE001 - training.train's own errors carry their message
+    except Exception as exc:  # training.train's own errors carry their message
         if type(exc).__name__ == "TrainError":
             print(f"agentic_repro.dyflow.train.pipeline: {exc}", file=sys.stderr)
             return 2

@@ -30,7 +30,7 @@ from agentic_repro.harness.env import StepResult
 from agentic_repro.harness.types import Problem
 
 PAGE_SIZE = 10  # engine.py PRODUCT_WINDOW
-_ACTION = re.compile(r"^\s*(\w+)\[(.*)\]\s*$", re.S)
+_ACTION = re.compile(r"^\s*(\w+)\[(.*)\]\s*$", re.DOTALL)
 
 
 def parse_action(action: Any) -> tuple[str, str | None]:

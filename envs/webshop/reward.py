@@ -21,30 +21,19 @@ in ~20% of cases (issue 21's measurement), so the tables footnote every WebShop 
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from thefuzz import fuzz
 
 FUZZ_THRESHOLD = 85
 
 # web_agent_site/engine/normalize.py COLOR_SET, in its order (the first one contained wins)
-COLOR_SET = """alabaster apricot aqua ash asphalt azure banana beige black blue blush bordeaux bronze brown burgundy
-camel camo caramel champagne charcoal cheetah chestnut chocolate christmas coffee cognac copper coral cranberry cream
-crystal dark denim eggplant elephant espresso fuchsia gold granite grape graphite grass gray green grey heather indigo
-ivory ivy khaki lavender lemon leopard light lilac lime magenta maroon mauve merlot midnight mint mocha multicolor
-mushroom mustard natural navy nude olive orange peach pewter pink plum purple rainbow red rose royal rust sand sapphire
-seashell silver skull slate steel stone stonewash sunflower tan taupe teal tiger turquoise violet walnut wheat white
-wine yellow""".split()
+COLOR_SET = ["alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush", "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah", "chestnut", "chocolate", "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim", "eggplant", "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard", "natural", "navy", "nude", "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "royal", "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white", "wine", "yellow"]
 
 # Closed-class English words (determiners, pronouns, prepositions, conjunctions, auxiliaries, particles):
 # what the fallback tagger never calls a noun.
-FUNCTION_WORDS = frozenset("""a an the this that these those my your his her its our their some any no every each all
-both either neither few many much more most other another such what which whose who whom i you he she it we they me him
-us them myself yourself itself ourselves themselves of in on at by for with about against between into through during
-before after above below to from up down out off over under again further then once here there when where why how and
-but or nor so yet if because as until while than though although unless since whether is am are was were be been being
-have has had having do does did doing can could shall should will would may might must not only own same too very just
-per via vs x w""".split())
+FUNCTION_WORDS = frozenset(["a", "an", "the", "this", "that", "these", "those", "my", "your", "his", "her", "its", "our", "their", "some", "any", "no", "every", "each", "all", "both", "either", "neither", "few", "many", "much", "more", "most", "other", "another", "such", "what", "which", "whose", "who", "whom", "i", "you", "he", "she", "it", "we", "they", "me", "him", "us", "them", "myself", "yourself", "itself", "ourselves", "themselves", "of", "in", "on", "at", "by", "for", "with", "about", "against", "between", "into", "through", "during", "before", "after", "above", "below", "to", "from", "up", "down", "out", "off", "over", "under", "again", "further", "then", "once", "here", "there", "when", "where", "why", "how", "and", "but", "or", "nor", "so", "yet", "if", "because", "as", "until", "while", "than", "though", "although", "unless", "since", "whether", "is", "am", "are", "was", "were", "be", "been", "being", "have", "has", "had", "having", "do", "does", "did", "doing", "can", "could", "shall", "should", "will", "would", "may", "might", "must", "not", "only", "own", "same", "too", "very", "just", "per", "via", "vs", "x", "w"])
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'\-]*")
 
 
@@ -80,7 +69,7 @@ def noun_tagger(kind: str = "auto") -> tuple[Callable[[str], list[str]], str]:
             import spacy
 
             nlp = spacy.load(SPACY_MODEL)
-        except Exception as exc:  # noqa: BLE001 - absent package or model
+        except Exception as exc:  # absent package or model
             if kind == "spacy":
                 raise RuntimeError(f"webshop noun_tagger=spacy needs spaCy and its {SPACY_MODEL} model ({exc}); "
                                    "use noun_tagger=fallback or install them") from exc

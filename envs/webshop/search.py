@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 # Lucene's EnglishAnalyzer.ENGLISH_STOP_WORDS_SET (33 words)
-LUCENE_STOP_WORDS = frozenset("""a an and are as at be but by for if in into is it no not of on or such that the their
-then there these they this to was will with""".split())
+LUCENE_STOP_WORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with"])
 _TOKEN = re.compile(r"\w+(?:(?:[.'\u2019]|(?<=\d),(?=\d))\w+)*")
 
 SEARCH_RETURN_N = 50  # engine.py: search(keywords, k=50)

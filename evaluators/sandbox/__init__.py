@@ -121,5 +121,17 @@ from agentic_repro.evaluators.sandbox.launch import ISOLATIONS, configure, isola
 from agentic_repro.evaluators.sandbox.program import Program, humaneval_program, mbpp_program
 from agentic_repro.evaluators.sandbox.verdict import STATUSES, ExecResult, SandboxFailure
 
-__all__ = ["ExecResult", "SandboxFailure", "Program", "run_program", "run_program_async", "humaneval_program", "mbpp_program",
-           "STATUSES", "ISOLATIONS", "configure", "isolation", "isolation_record"]
+__all__ = [
+           "ISOLATIONS",
+           "STATUSES",
+           "ExecResult",
+           "Program",
+           "SandboxFailure",
+           "configure",
+           "humaneval_program",
+           "isolation",
+           "isolation_record",
+           "mbpp_program",
+           "run_program",
+           "run_program_async",
+]

@@ -33,14 +33,15 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from agentic_repro.evaluators.sandbox import child as runner_program
 from agentic_repro.evaluators.sandbox import seccomp
 from agentic_repro.evaluators.sandbox.program import Program
 from agentic_repro.evaluators.sandbox.verdict import INFRASTRUCTURE, ExecResult, has_verdict, parse_verdict, status_without_verdict
 
-__all__ = ["run_program", "run_program_async", "configure", "isolation", "isolation_record", "view", "ISOLATIONS"]
+__all__ = ["ISOLATIONS", "configure", "isolation", "isolation_record", "run_program", "run_program_async", "view"]
 
 NOBODY = 65534
 TAIL_CHARS = 4000
@@ -443,7 +444,7 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
               "site_paths": _site_paths(), "solution_site_paths": _pod_site_paths() if pod else _site_paths(),
               "entry_points": entries, "audit_hook": AUDIT_HOOK}
     spec = {"mode": mode, "entry_points": entries}
-    enc = lambda text: text.encode("utf-8", "surrogatepass")  # noqa: E731
+    enc = lambda text: text.encode("utf-8", "surrogatepass")
     data = b"".join([_block(json.dumps(header).encode()), _block(enc(solution)), _block(json.dumps(spec).encode()),
                      _block(enc(prelude)), _block(enc(test)), _block(nonce.encode())])
     with _LOCK:
@@ -546,7 +547,7 @@ def _rmtree(path: str) -> None:
     shutil.rmtree(path, onerror=onerror)
 
 
-_TRASH: "queue.SimpleQueue[str | None]" = queue.SimpleQueue()
+_TRASH: queue.SimpleQueue[str | None] = queue.SimpleQueue()
 _SWEEPER: list[threading.Thread] = []
 
 

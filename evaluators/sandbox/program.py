@@ -12,7 +12,8 @@ import builtins as _builtins
 import json
 import symtable
 from functools import lru_cache
-from typing import Any, Iterable, Sequence
+from typing import Any
+from collections.abc import Iterable, Sequence
 
 __all__ = ["Program", "humaneval_program", "mbpp_program"]
 
@@ -31,7 +32,7 @@ class Program(str):
     entry_points: tuple[str, ...]
 
     def __new__(cls, text: str, *, prelude: str, solution: str, test: str,
-                entry_points: Iterable[str]) -> "Program":
+                entry_points: Iterable[str]) -> Program:
         obj = super().__new__(cls, text)
         obj.prelude, obj.solution, obj.test = prelude, solution, test
         obj.entry_points = tuple(entry_points)

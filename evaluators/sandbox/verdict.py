@@ -14,8 +14,15 @@ import secrets
 import signal
 from dataclasses import dataclass
 
-__all__ = ["ExecResult", "INFRASTRUCTURE", "STATUSES", "SandboxFailure", "parse_verdict", "status_without_verdict",
-           "has_verdict"]
+__all__ = [
+    "INFRASTRUCTURE",
+    "STATUSES",
+    "ExecResult",
+    "SandboxFailure",
+    "has_verdict",
+    "parse_verdict",
+    "status_without_verdict",
+]
 
 STATUSES = ("passed", "failed", "timeout", "error", "memory", "killed")
 

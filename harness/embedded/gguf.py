@@ -115,7 +115,7 @@ class ModelSpec:
         """
         gguf = cfg.get("gguf", cfg)
         if not isinstance(gguf, Mapping):
-            raise ValueError("backbone config: `gguf` must be a mapping")  # noqa: TRY004 - a config error, one line
+            raise ValueError("backbone config: `gguf` must be a mapping")  # a config error, one line
         path = gguf.get("path")
         packages = gguf.get("packages")
         the_name = name or cfg.get("name") or gguf.get("name")

@@ -477,7 +477,7 @@ class LocalServer:
         port = _free_port(self.host)
         self.n_threads = choose_threads(key.n_threads)
         cmd = build_command(key, port, self.host, n_threads=self.n_threads)
-        log = open(self.log_path, "ab", buffering=0)  # noqa: SIM115 - kept open for the child
+        log = open(self.log_path, "ab", buffering=0)  # kept open for the child
         log.write(f"\n# {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {shlex.join(cmd)}\n".encode())
         log_offset = log.tell()
         t0 = time.monotonic()
