@@ -73,11 +73,7 @@ class AUQ:
 
     def trigger(self, c: Candidate) -> str | None:
         """Why System 2 runs for this proposal (None: it does not)."""
-        if not self.uar:
-            return None
-        if c.confidence is None:
-            return "missing_confidence" if self.missing_confidence == "reflect" else None
-        return "low_confidence" if c.confidence < self.uar_cfg.tau else None
+        return self.uar_cfg.trigger(c, self.missing_confidence) if self.uar else None
 
     async def decide(self, ctx: Any, state: AgentState) -> Decision:
         d0 = await self.policy.decide(ctx, state)

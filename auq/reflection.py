@@ -71,6 +71,13 @@ class UARConfig:
         if self.first_sample not in ("reflect", "resample"):
             raise ValueError(f"first_sample={self.first_sample!r}: reflect | resample")
 
+    def trigger(self, c: Candidate, missing_confidence: str) -> str | None:
+        """Why System 2 runs for this proposal (None: it does not): S = 1[c < tau]; a missing confidence reflects
+        under ``missing_confidence: reflect`` (the agent loop's and the research planner's switch alike)."""
+        if c.confidence is None:
+            return "missing_confidence" if missing_confidence == "reflect" else None
+        return "low_confidence" if c.confidence < self.tau else None
+
 
 @dataclass
 class Selection:

@@ -110,11 +110,7 @@ class ResearchAUQ:
         self.window = None if window is None else int(window)
 
     def trigger(self, c: Candidate) -> str | None:
-        if not self.uar:
-            return None
-        if c.confidence is None:
-            return "missing_confidence" if self.missing_confidence == "reflect" else None
-        return "low_confidence" if c.confidence < self.uar_cfg.tau else None
+        return self.uar_cfg.trigger(c, self.missing_confidence) if self.uar else None
 
     def memory(self, done: list[dict[str, Any]], full: bool) -> str:
         shown = done if full or self.window is None else done[-self.window:]
