@@ -14,7 +14,7 @@ OURS = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and (p / "__init__.py
 SKIP = ("evaluators/sandbox/child/",)  # run by path inside the pod, they import nothing of ours
 
 
-def generic_imports(path: Path) -> list[str]:
+def generic_imports(path: Path, root: Path = ROOT) -> list[str]:
     """``file:line module`` for each import of one of our folders under its bare (generic) name."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -23,7 +23,7 @@ def generic_imports(path: Path) -> list[str]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
             names = [node.module]
-        found += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n.split(".")[0] in OURS]
+        found += [f"{path.relative_to(root)}:{node.lineno} {n}" for n in names if n.split(".")[0] in OURS]
     return found
 
 
@@ -42,13 +42,13 @@ def test_no_module_imports_a_package_of_ours_by_its_generic_name():
     assert bad == [], "import these as agentic_repro.<name>:\n" + "\n".join(bad[:40])
 
 
-def test_the_walk_finds_a_planted_generic_import(tmp_path, monkeypatch):
-    planted = ROOT / "scripts" / "_planted_generic_import.py"
-    planted.write_text("from agentic_repro.harness.results import read_json\n", encoding="utf-8")
-    try:
-        assert generic_imports(planted) == ["scripts/_planted_generic_import.py:1 harness.results"]
-    finally:
-        planted.unlink()
+def test_the_walk_finds_a_planted_generic_import(tmp_path):
+    planted = tmp_path / "scripts" / "planted.py"
+    planted.parent.mkdir()
+    generic = "harness" + ".results"  # spelled apart so no rewrite of the tree's imports ever touches it
+    planted.write_text(f"import os\nfrom {generic} import read_json\nfrom agentic_repro.{generic} import x\n",
+                       encoding="utf-8")
+    assert generic_imports(planted, tmp_path) == [f"scripts/planted.py:2 {generic}"]
 
 
 def test_the_environment_has_no_generic_top_level_module_of_ours(tmp_path):
