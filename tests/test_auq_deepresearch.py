@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -17,10 +16,9 @@ from agentic_repro.harness.llm import request_seed
 from agentic_repro.harness.results import read_jsonl_tolerant
 from tests.conftest import make_spec, run
 from tests.doubles import ScriptedBackbone
+from tests.test_bench2_deepresearch import _data as deepresearch_data
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = ROOT / "data" / "deepresearch_bench"
-CORPUS = ROOT / "tests" / "fixtures" / "deepresearch_corpus.jsonl"
 JUDGE_BB = {"name": "judge-bb", "kind": "openai", "model": "judge-model", "price": 0, "max_concurrency": 2}
 
 
@@ -29,18 +27,8 @@ def offset_of(sampling) -> int:
 
 
 def data_dir(tmp_path, n=1):
-    if not (TASKS / "query.jsonl").is_file():
-        pytest.fail(f"{TASKS}/query.jsonl is missing: run `make data` (make test does)")
-    root = tmp_path / "data" / "deepresearch_bench"
-    root.mkdir(parents=True)
-    shutil.copy(TASKS / "criteria.jsonl", root / "criteria.jsonl")
-    rows = [json.loads(line) for line in (TASKS / "query.jsonl").read_text().splitlines()]
-    picked = [r for r in rows if r["language"] == "en"][:n]
-    (root / "query.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in picked))
-    refs = [{"id": r["id"], "prompt": r["prompt"], "article": f"Reference article for task {r['id']}."} for r in picked]
-    (root / "reference.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in refs))
-    shutil.copy(CORPUS, tmp_path / "data" / "corpus.jsonl")
-    return tmp_path / "data"
+    """n English tasks with a reference article each, and the BM25 fixture corpus (the RACE tests' own data)."""
+    return deepresearch_data(tmp_path, n)
 
 
 def method_cfg(name="auq_deep_research", **params):
