@@ -162,7 +162,7 @@ BACKBONE_DEPS = $(if $(filter local local-1.5b,$(BACKBONE)),install-local,instal
 # the launchers (joblib, submitit, Ray: docs/cluster.md); tests/test_launchers.py runs them. Network bounded
 # (--timeout/--retries); ray's wheel is ~70 MB, once.
 $(STAMP)/sweeps: pyproject.toml setup.py | $(PY)
-	$(PIP) install --quiet --timeout 60 --retries 2 -e '.[sweeps]'
+	@$(call STEP,sweeps,+,"installing the sweep launchers (joblib$(,) submitit$(,) Ray ~70 MB; once)") $(PIPQ) --timeout 60 --retries 2 -e '.[sweeps]'
 	@mkdir -p $(STAMP) && touch $@
 
 install-sweeps: install $(STAMP)/sweeps
