@@ -14,34 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-@dataclass(frozen=True)
-class Price:
-    """USD per one million tokens; ``None`` for an unknown price is not allowed."""
-
-    input_per_1m: float
-    output_per_1m: float
-
-    @classmethod
-    def from_config(cls, cfg: Any, backbone_name: str) -> Price:
-        if cfg is None:
-            raise ValueError(
-                f"backbone '{backbone_name}' has no price: set `price: 0` in "
-                f"configs/backbone/{backbone_name}.yaml for a free model, or "
-                "`price: {input_per_1m: X, output_per_1m: Y}` (USD per 1M tokens)")
-        if isinstance(cfg, (int, float)):
-            if cfg != 0:
-                raise ValueError(f"backbone '{backbone_name}': a scalar price must be 0; "
-                                 "give input_per_1m and output_per_1m otherwise")
-            return cls(0.0, 0.0)
-        try:
-            return cls(float(cfg["input_per_1m"]), float(cfg["output_per_1m"]))
-        except (KeyError, TypeError) as exc:
-            raise ValueError(f"backbone '{backbone_name}': price needs input_per_1m and "
-                             f"output_per_1m (got {cfg!r})") from exc
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_1m + completion_tokens * self.output_per_1m) / 1e6
+from agentic_repro.harness.pricing import Price, Usage  # noqa: F401 - Price lives with the table; re-exported
 
 
 @dataclass

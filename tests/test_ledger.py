@@ -21,7 +21,8 @@ def test_price_cost_is_usd_per_million_tokens():
 
 
 def test_price_from_config_accepts_zero_or_both_rates_only():
-    assert Price.from_config(0, "m") == Price(0.0, 0.0)
+    free = Price.from_config(0, "m")
+    assert (free.input_per_1m, free.output_per_1m, free.origin, free.free) == (0.0, 0.0, "free", True)
     assert Price.from_config({"input_per_1m": "1.5", "output_per_1m": 3}, "m") == Price(1.5, 3.0)
     with pytest.raises(ValueError, match="price: 0"):
         Price.from_config(None, "m")
