@@ -10,8 +10,7 @@ dimensions, each a list of ``{criterion, analysis, article_1_score, article_2_sc
 parsable JSON or a dimension missing is asked again, up to ``judge.max_attempts`` = 10 times in all
 (the release's ``MAX_RETRIES = 10``; each a distinct sample). Per dimension (:func:`race_scores`): the
 criterion-weighted mean of each article's scores (criterion text matched exactly, then case-insensitively,
-then by substring; unmatched: the dimension's mean weight); an empty criterion is skipped; a criterion
-without a reference score counts for the target and gives the reference nothing; a dimension without a
+then by substring; unmatched: the dimension's mean weight); an empty criterion is skipped; a dimension without a
 usable criterion averages 0 for both, as in the release; total = Σ dim_mean × ``dimension_weight``.
 The problem's score = target_total / (target_total + reference_total) (0.5 = as good as the reference);
 each dimension likewise. The headline is their mean over tasks (the paper reports ×100).
@@ -20,8 +19,14 @@ Deviations from the release, each because the house rule forbids a failed measur
 both totals 0 (0/0) is no score (the release writes 0): the reply is asked again, then the problem is an
 error; a dimension whose ratio is 0/0 is left out of that dimension's mean (the release averages its 0);
 a non-finite (NaN, infinite) or negative score makes the reply unusable: the release carries NaN into the
-total and writes an overall 0, and a negative score (the prompt asks for 0-10) gives ratios outside [0, 1].
-A judge still unusable after the 10 attempts makes the problem an error (``JudgeError``), never a 0.
+total and writes an overall 0, and a negative score (the prompt asks for 0-10) gives ratios outside [0, 1];
+a reply that does not score the reference (a criterion without ``article_2_score``, or a dimension whose
+last item has none, which makes the release zero that dimension's whole reference average) is unusable: the
+release scores the reference 0 there, so the report wins the dimension outright (RACE 100 from a judge that
+never read the reference; issue 29). A judge still unusable after the 10 attempts makes the problem an error
+(``JudgeError``), never a 0. Each unusable reply is asked again and counted: the judge record's ``rejected``
+names why (``unparsed``, ``no_score``, ``off_scale``, ``missing_reference``, ``reference_zeroed``), metrics.json's
+``judge.reasks`` / ``judge.rejected`` sum them per run, Table 3 and the viewer show them.
 
 Deviation (recorded in the config): the release first rewrites each article with an LLM "ArticleCleaner"
 (``prompt/clean_prompt.py``); here the report is judged as the method wrote it (``clean_articles: false``).
@@ -51,7 +56,9 @@ from agentic_repro.harness.types import Problem, Score
 
 PROMPTS = Path(__file__).resolve().parent / "deepresearch_prompts"
 DIMENSIONS = ("comprehensiveness", "insight", "instruction_following", "readability")
-RACE_VERSION = "3"   # 2: the release's extraction, missing-reference and empty-criterion rules; 3: off-scale unusable
+#: 2: the release's extraction, missing-reference and empty-criterion rules; 3: off-scale unusable;
+#: 4: a reply that does not score the reference (missing ``article_2_score``, last-item zeroing) unusable
+RACE_VERSION = "4"
 
 
 def criteria_for_prompt(criteria: dict[str, Any]) -> str:
@@ -190,7 +197,9 @@ def race_scores(judged: dict[str, Any], criteria: dict[str, Any]) -> dict[str, A
     - a criterion **without an ``article_2_score``** still counts: its weight enters the denominator and the
       reference gets nothing for it (``missing_reference`` lists them); and when the dimension's last item
       read had no reference score, the dimension's whole reference average is 0 (the release tests the last
-      item's value after its loop; ``reference_zeroed`` lists those dimensions);
+      item's value after its loop; ``reference_zeroed`` lists those dimensions). Computed as the release
+      computes it, so the record shows what the release would score; a reply with either is unusable here
+      (:meth:`DeepResearchBench.judge_parse`);
     - a dimension with no usable criterion averages 0 for both (the release): it adds nothing to either total
       and is listed in ``unscored``; its relative score is undefined, not 0.
 
@@ -313,16 +322,38 @@ class DeepResearchBench(Benchmark):
 
     def judge_parse(self, text: str, problem: Problem) -> dict[str, Any] | None:
         """RACE of one judge reply; None (asked again, then the problem's error) when the reply is not a
-        judgement: no parsable JSON or a dimension missing (the release's retry conditions), or an overall
-        ratio that is 0/0 (the release would score it 0: the judge failing is our instrument failing, never
-        the report's score), or a score off the 0-10 scale (NaN, infinite, negative). An empty dimension is scored as the release scores it (listed in ``unscored``)."""
-        judged = parse_race_json(text)
-        if judged is None:
-            return None
-        race = race_scores(judged, problem.fields["criteria"])
-        if race["overall"] is None or race["off_scale"]:
+        judgement (:meth:`judge_unusable` says why). An empty dimension is scored as the release scores it
+        (listed in ``unscored``)."""
+        race, why = self._race_reading(text, problem)
+        if why is not None:
             return None
         return {"score": race["overall"], "race": race, "race_version": RACE_VERSION}
+
+    def judge_unusable(self, text: str, problem: Problem) -> str | None:
+        """Why a judge reply is not a judgement (recorded for each reply asked again), None when it is one."""
+        return self._race_reading(text, problem)[1]
+
+    def _race_reading(self, text: str, problem: Problem) -> tuple[dict[str, Any] | None, str | None]:
+        """(RACE of the reply, why it is unusable or None). Unusable: no parsable JSON or a dimension missing
+        (``unparsed``: the release's retry conditions); a score off the 0-10 scale (``off_scale``: NaN,
+        infinite, negative); a reply that does not score the reference (``missing_reference``: a criterion
+        without ``article_2_score``; ``reference_zeroed``: a dimension the release's last-item rule would zero;
+        the release scores the reference 0 there, so the report would win the dimension outright); an overall
+        ratio that is 0/0 (``no_score``: the release would write 0). The judge failing is our instrument
+        failing, never the report's score."""
+        judged = parse_race_json(text)
+        if judged is None:
+            return None, "unparsed"
+        race = race_scores(judged, problem.fields["criteria"])
+        if race["off_scale"]:
+            return race, "off_scale"
+        if race["missing_reference"]:
+            return race, "missing_reference"
+        if race["reference_zeroed"]:
+            return race, "reference_zeroed"
+        if race["overall"] is None:
+            return race, "no_score"
+        return race, None
 
     # ---- the search tool ----------------------------------------------------------------------------
     @cached_property

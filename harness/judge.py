@@ -106,22 +106,35 @@ async def judge_answer(llm: Any, spec: JudgeSpec, benchmark: Any, problem: Any, 
             {"question": question, "problem": question, "ground_truth": fields.get("ground_truth", ""),
              "solution": answer or ""})}]
     text = ""
+    rejected: list[str] = []   # why each reply asked again was unusable (``benchmark.judge_unusable``)
     for attempt in range(spec.max_attempts):
         comps = await llm.generate(messages, stage=JUDGE_STAGE, problem_id=problem.id, seed=seed, sink=sink,
                                    role=JUDGE_ROLE, adapter=adapter, sample_offset=attempt, **sampling)
         text = comps[0].text
         base = {"output": text[-1500:], "version": JUDGE_VERSION, "prompt_sha256": spec.prompt_sha256,
-                "attempts": attempt + 1}
+                "attempts": attempt + 1, "rejected": list(rejected)}
         if spec.kind == "benchmark":
             parsed = benchmark.judge_parse(text, problem)
             if parsed is not None:
                 return {**base, **parsed, "verdict": "scored", "score": float(parsed["score"])}
+            why = getattr(benchmark, "judge_unusable", None)
+            rejected.append((why(text, problem) if why else None) or "unparsed")
         else:
             verdict = parse_verdict(text)
             if verdict is not None:
                 return {**base, "score": float(verdict), "verdict": "true" if verdict else "false"}
+            rejected.append("unparsed")
     return {"output": text[-1500:], "version": JUDGE_VERSION, "prompt_sha256": spec.prompt_sha256,
-            "attempts": spec.max_attempts, "score": None, "verdict": "unparsed"}
+            "attempts": spec.max_attempts, "rejected": rejected, "score": None, "verdict": "unparsed"}
+
+
+def reasks_of(judged: list[dict[str, Any]]) -> dict[str, Any]:
+    """The judge replies asked again over ``judged`` records: ``reasks`` (in all) and ``rejected`` (by why)."""
+    by_why: dict[str, int] = {}
+    for j in judged:
+        for why in j.get("rejected") or []:
+            by_why[why] = by_why.get(why, 0) + 1
+    return {"reasks": sum(by_why.values()), "rejected": dict(sorted(by_why.items()))}
 
 
 def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str, Any]:
@@ -139,5 +152,6 @@ def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str,
     return {"judge_score": sum(p["judge"]["score"] for p in parsed) / n if n else None,
             "judge_agreement": agree / n if n else None,
             "judge": {"n_judged": len(judged), "n_parsed": n, "n_unparsed": len(judged) - n,
+                      **reasks_of([p["judge"] for p in judged]),
                       "agree": agree, "correct_threshold": threshold,
                       "prompt_sha256": sorted({p["judge"].get("prompt_sha256") for p in judged} - {None}), **extra}}

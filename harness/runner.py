@@ -29,7 +29,7 @@ from agentic_repro.harness.env import Engines, EnvHost, TrajectoryLog
 from agentic_repro.harness.meta import run_metadata
 from agentic_repro.harness.method import Method, build_method, check_requirements, resolve
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
-from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics
+from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics, reasks_of
 from agentic_repro.harness.judge import role_configured as judge_role_configured
 from agentic_repro.harness.llm import LLMClient, RunAborted
 from agentic_repro.harness.lock import FolderLock
@@ -426,7 +426,8 @@ class Runner:
                                         seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
             if self._judge.headline:
                 if judged["score"] is None:
-                    raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s): "
+                    why = ", ".join(f"{k} x{v}" for k, v in reasks_of([judged])["rejected"].items())
+                    raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s) ({why}): "
                                         f"{judged['output'][-200:]!r}")
                 value = judged["score"]
         except RUN_LEVEL:
@@ -515,6 +516,8 @@ class Runner:
                            **pass_at_k(answered, k, thr))
         if self._judge is not None:
             metrics.update(judge_metrics(answered, thr))
+            # replies asked again, errored problems' too (a judge unusable 10 times is the problem's error)
+            metrics["judge"].update(reasks_of([r["judge"] for r in latest if isinstance(r.get("judge"), dict)]))
             metrics["judge"]["by_role"] = metrics["by_role"].get("judge")
             if k > 1:
                 judged = [{**r, "score": r["judge"]["score"]} for r in answered

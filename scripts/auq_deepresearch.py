@@ -102,6 +102,37 @@ def evidence_of(agg: Agg) -> str:
     return "/".join(sorted(kinds)) or "not recorded"
 
 
+def backbone_models(agg: Agg) -> list[str]:
+    """The models the method's own calls named (the judge role's calls are the scorer's, not the backbone's);
+    config.yaml's backbone when no call recorded one."""
+    got = {str(c["model"]) for r in agg.runs for c in r.calls()
+           if not c.get("error") and c.get("model") and c.get("role") != "judge" and c.get("stage") != "judge"}
+    return sorted(got) or [m for m in models(agg.runs) if m not in judge_models(agg)] or models(agg.runs)
+
+
+def judge_reasks(agg: Agg) -> dict[str, Any]:
+    """Judge replies asked again over the cell's problems, errored ones too (``reasks``, ``rejected`` by why),
+    and ``scored_without_reference``: answers scored before RACE 4 from a reply that did not score the reference
+    (the release's reference-0 reading, recorded in ``race.missing_reference`` / ``race.reference_zeroed``)."""
+    from agentic_repro.harness.judge import reasks_of
+
+    preds = [p for r in agg.runs for p in r.predictions()]
+    out = reasks_of([p["judge"] for p in preds if isinstance(p.get("judge"), dict)])
+    races = [(p["judge"].get("race") or {}) for p in preds
+             if p.get("status", "ok") != "error" and isinstance(p.get("judge"), dict)]
+    out["scored_without_reference"] = sum(1 for r in races if r.get("missing_reference") or r.get("reference_zeroed"))
+    return out
+
+
+def reasks_text(r: dict[str, Any]) -> str:
+    why = ", ".join(f"{k} {v}" for k, v in r["rejected"].items())
+    text = f"judge re-asks {r['reasks']}" + (f" ({why})" if why else "")
+    if r["scored_without_reference"]:
+        text += (f"; {r['scored_without_reference']} task(s) scored from a reply that did not score the reference "
+                 "(RACE < 4: the reference read as 0, re-run to re-judge)")
+    return text
+
+
 def judge_models(agg: Agg) -> list[str]:
     got = set()
     for r in agg.runs:
@@ -148,11 +179,12 @@ def protocol_line(agg: Agg, row: dict[str, Any]) -> tuple[str, list[str]]:
         withhold.append("fewer tasks")
     parts = [compare("RACE judge", judges, pp["judge"]),
              f"split {'/'.join(sorted({s[0] for s in splits}))} n {'/'.join(map(str, n))} of {pp['n']}",
-             f"backbone {'/'.join(models(agg.runs)) or 'not recorded'} (paper: {pp['backbone']})",
+             f"backbone {'/'.join(backbone_models(agg)) or 'not recorded'} (paper: {pp['backbone']})",
              f"evidence {evidence_of(agg)} ≠ paper {pp['evidence']}",
              compare("article cleaning", ["yes" if v else "no" for v in bench_cfg(agg, "clean_articles")],
                      "yes" if pp["clean_articles"] else "no"),
-             compare("judge attempts", bench_cfg(agg, "judge", "max_attempts"), pp["judge_attempts"])]
+             compare("judge attempts", bench_cfg(agg, "judge", "max_attempts"), pp["judge_attempts"]),
+             reasks_text(judge_reasks(agg))]
     if row["role"] == "auq":
         for k in ("tau", "n_paths", "max_refinements", "temperature"):
             parts.append(compare({"n_paths": "N", "max_refinements": "D", "temperature": "T(System 2)"}.get(k, "τ"),
@@ -186,7 +218,9 @@ def cell_status(row: dict[str, Any], agg: Agg) -> str | None:
         return "— (not run: make reproduce-auq-table3)"
     if agg.incomplete:
         first = agg.first_error()
-        return agg.incomplete_text() + (f" ({first[:90]})" if first else "")
+        r = judge_reasks(agg)
+        return (agg.incomplete_text() + (f" ({first[:90]})" if first else "")
+                + (f"; {reasks_text(r)}" if r["reasks"] else ""))
     return None
 
 
@@ -225,6 +259,7 @@ def build_table3(root: Path, backbone: str) -> tuple[Table, list[dict[str, Any]]
         t.rows.append([Cell(proto + ("; closed-book: reports written without evidence, NOT the paper's "
                                      "measurement" if cb else "")), *[""] * (len(cols) - 1)])
         records.append({**rec, "status": "ok", "overall": agg.mean, "n": n, "closed_book": cb, "protocol": proto,
+                        "judge_reasks": judge_reasks(agg)["reasks"],
                         **{d: dims[d][0] for d in DIMENSIONS}, "delta_withheld": ";".join(withhold)})
     for pr in EXP["paper"]["rows"]:
         t.rows.append([pr["label"], fmt(pr["overall"], 2), *[fmt(pr["dims"].get(d), 2) if d in pr["dims"] else
@@ -243,6 +278,11 @@ def build_table3(root: Path, backbone: str) -> tuple[Table, list[dict[str, Any]]
         "no best/second marks" if cmp else "— (both rows must be complete)"))
     notes.append("Dimensions: mean over the tasks whose judge reply scored that dimension (k/n when some did not); "
                  "a dimension the judge left empty is never averaged as 0.")
+    notes.append("Judge re-asks: replies asked again because they were not a judgement, by why (protocol lines). "
+                 "Unlike the release, a reply that does not score the reference (no article_2_score, or a last item "
+                 "without one, which zeroes the dimension's reference) is asked again, then the task's error: the "
+                 "release reads the reference as 0 there, so the report wins that dimension outright "
+                 "(evaluators/deepresearch.py, RACE 4).")
     t.notes = notes
     if cmp:
         records.append({"backbone": backbone, "row": "paired", "method": "compare", "status": "ok",
@@ -313,7 +353,7 @@ def figure2(root: Path, backbone: str, out_dir: Path) -> tuple[list[Path], dict[
 # ---- writing and running ------------------------------------------------------------------------------------
 
 T3_FIELDS = ["backbone", "row", "method", "status", "overall", *DIMENSIONS, "n", "closed_book", "delta_withheld",
-             "protocol", "sources"]
+             "judge_reasks", "protocol", "sources"]
 
 
 def write_all(root: Path, backbone: str | None = None) -> dict[str, Any]:

@@ -93,3 +93,49 @@ def test_closed_book_cells_are_labelled_and_refused_runs_are_incomplete(tmp_path
     by_tau = {p["tau"]: p for p in fig["tau"]}
     assert by_tau[0.8]["race"] == pytest.approx(100 * 5 / 9) and by_tau[0.8]["closed_book"] is True
     assert by_tau[0.85]["race"] is None and by_tau[0.9]["race"] == pytest.approx(60.0)
+
+
+def reference_judge(score, scores_reference):
+    """Every criterion ``score`` vs 4; ``scores_reference(attempt)``: whether the reply gives article_2_score."""
+    import re
+
+    from agentic_repro.harness.llm import request_seed
+
+    def reply_(messages, sampling):
+        attempt = next(i for i in range(50) if request_seed(42, i) == sampling["seed"])
+        crit = json.loads(re.search(r"<criteria_list>\s*(.*?)\s*</criteria_list>", messages[-1]["content"],
+                                    re.DOTALL).group(1))
+        ref = {"article_2_score": 4} if scores_reference(attempt) else {}
+        return json.dumps({d: [{"criterion": c["criterion"], "analysis": "a", "article_1_score": score, **ref}
+                               for c in items] for d, items in crit.items()})
+    return reply_
+
+
+def test_a_judge_that_does_not_score_the_reference_is_asked_again_never_read_as_a_reference_0(tmp_path, monkeypatch):
+    """Issue 29: the release reads a missing article_2_score as a reference 0, so a report scored 3 (vs 4) won
+    every dimension: Table 3 printed 100.00 beside the research agent's 42.86 for the same target scores. Now
+    the reply is asked again (counted per cell, by why), and a judge that never scores the reference makes the
+    task an error, never a number."""
+    results = tmp_path / "results"
+    scripted_run(tmp_path / "a", monkeypatch, results, "deep_research", Agent(reply(PLAN_A, 0.99)),
+                 reference_judge(3, lambda attempt: True), corpus=False, evidence="closed_book")
+    m = scripted_run(tmp_path / "b", monkeypatch, results, "auq_deep_research", Agent(reply(PLAN_A, 0.99)),
+                     reference_judge(3, lambda attempt: attempt >= 1), corpus=False, evidence="closed_book")
+    assert m["complete"] and m["judge"]["reasks"] == 2 and m["judge"]["rejected"] == {"missing_reference": 2}
+    t = tables.write_all(results, "scripted")["data"]["scripted"]["table"]
+    rows = {r[0].text if hasattr(r[0], "text") else r[0]: r for r in t.rows}
+    base, auq = rows["Research agent (EDR-style stand-in)"], rows["AUQ (Dual) on the stand-in"]
+    assert base[1:6] == auq[1:6] == ["42.86 (closed-book)", *["42.86"] * 4]      # was 100.00 in every column
+    protos = [r[0].text for r in t.rows if hasattr(r[0], "text") and r[0].text.startswith("↳ protocol")]
+    assert "judge re-asks 0;" in protos[0] and "judge re-asks 2 (missing_reference 2);" in protos[1]
+    recs = list(csv.DictReader((results / "auq-report" / "table3-scripted.csv").open()))
+    assert [r["judge_reasks"] for r in recs if r["method"] == "auq_deep_research"] == ["2"]
+
+    never = tmp_path / "never"
+    m = scripted_run(tmp_path / "c", monkeypatch, never, "auq_deep_research", Agent(reply(PLAN_A, 0.99)),
+                     reference_judge(3, lambda attempt: False), corpus=False, evidence="closed_book")
+    assert not m["complete"] and m["n_errors"] == 2 and m["judge"]["rejected"] == {"missing_reference": 20}
+    t = tables.write_all(never, "scripted")["data"]["scripted"]["table"]
+    cell = next(r for r in t.rows if r[0] == "AUQ (Dual) on the stand-in" or getattr(r[0], "text", None)
+                == "AUQ (Dual) on the stand-in")[1]
+    assert cell.startswith("incomplete 0/2, 2 errors") and "judge re-asks 20 (missing_reference 20)" in cell

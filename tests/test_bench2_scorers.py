@@ -430,6 +430,15 @@ def _race_parse(text):
     return bench.judge_parse(text, problem)
 
 
+def _race_unusable(text):
+    from agentic_repro.evaluators.deepresearch import DeepResearchBench
+
+    bench = DeepResearchBench({"name": "deepresearch_bench", "split": "test"})
+    problem = Problem(id="deepresearch/1", index=0, fields={"criteria": RACE_CRIT, "language": "en"}, gold="ref",
+                      benchmark="deepresearch_bench")
+    return bench.judge_unusable(text, problem)
+
+
 def _item(c, s1, s2):
     return {"criterion": c, "analysis": "a", "article_1_score": s1, "article_2_score": s2}
 
@@ -440,15 +449,27 @@ def test_race_a_usable_reply_scores_as_hand_computed():
     assert parsed["score"] == pytest.approx(6.5 / 12) and parsed["race"]["unscored"] == []
 
 
-@pytest.mark.parametrize("comp,ins,why", [
-    ([_item("Coverage", 0, 0)], [_item("Depth", 0, 0)], "0/0: was an overall 0 (the release writes 0)"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", float("nan"), 5)], "NaN score: the release's total is NaN, its overall 0"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", 7, float("inf"))], "infinite score: the release's overall is NaN"),
-    ([_item("Coverage", -3, 5)], [_item("Depth", 6, 6)], "a negative score: not on the 0-10 scale, ratio -1.5"),
-    ([_item("Coverage", 8, 4)], [_item("Depth", 6, -1)], "a negative reference score: not on the 0-10 scale"),
+@pytest.mark.parametrize("comp,ins,reason,why", [
+    ([_item("Coverage", 0, 0)], [_item("Depth", 0, 0)], "no_score", "0/0: was an overall 0 (the release writes 0)"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", float("nan"), 5)], "off_scale",
+     "NaN score: the release's total is NaN, its overall 0"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", 7, float("inf"))], "off_scale",
+     "infinite score: the release's overall is NaN"),
+    ([_item("Coverage", -3, 5)], [_item("Depth", 6, 6)], "off_scale",
+     "a negative score: not on the 0-10 scale, ratio -1.5"),
+    ([_item("Coverage", 8, 4)], [_item("Depth", 6, -1)], "off_scale",
+     "a negative reference score: not on the 0-10 scale"),
+    # issue 29: a reply that does not score the reference. The release scores these (reference 0, so the report
+    # wins the dimension outright: RACE 100 from a judge that never scored the reference); 2da1d2f followed it
+    ([_item("Coverage", 8, 4)], [_item("Depth", 7, None)], "missing_reference",
+     "no reference score: insight was 7 vs 0, relative 1.0 (overall 7.5 / 9.5)"),
+    ([_item("Coverage", 8, 4), _item("", 5, None)], [_item("Depth", 6, 6)], "reference_zeroed",
+     "the last item (empty criterion, skipped) has no reference score, so the release zeroes comprehensiveness' "
+     "whole reference average (8 vs 0)"),
 ])
-def test_race_a_reply_that_is_not_a_judgement_is_unusable(comp, ins, why):
+def test_race_a_reply_that_is_not_a_judgement_is_unusable(comp, ins, reason, why):
     assert _race_parse(_race_reply(comp, ins)) is None, why
+    assert _race_unusable(_race_reply(comp, ins)) == reason, why
 
 
 # Replies the old expectation called unusable that the DeepResearch Bench release (utils/score_calculator.py
@@ -456,17 +477,15 @@ def test_race_a_reply_that_is_not_a_judgement_is_unusable(comp, ins, why):
 @pytest.mark.parametrize("ins,score,unscored,why", [
     ([], 4 / 6, ["insight"], "release: an empty dimension averages 0 for both articles"),
     ([_item("Depth", "n/a", "n/a")], 4 / 6, ["insight"], "release: a score float() rejects is skipped"),
-    ([_item("Depth", 7, None)], 7.5 / 9.5, [], "release: no reference score counts for the target, reference 0"),
+    # (issue 29) the third case, [_item("Depth", 7, None)] scored 7.5 / 9.5 as the release does (the reference
+    # 0 for Depth), is now unusable: test_race_a_reply_that_is_not_a_judgement_is_unusable
 ])
 def test_race_a_reply_the_release_scores_is_scored_as_the_release(ins, score, unscored, why):
     parsed = _race_parse(_race_reply([_item("Coverage", 8, 4)], ins))
     assert parsed is not None, why
     assert parsed["score"] == pytest.approx(score) and parsed["race"]["unscored"] == unscored, why
-    if unscored:   # the dimension's 0/0 ratio is undefined: left out of the dimension means, never a 0
-        assert "insight" not in parsed["race"]["dims"]
-    else:
-        assert parsed["race"]["dims"]["insight"] == {"target": 7.0, "reference": 0.0, "relative": 1.0}
-        assert parsed["race"]["missing_reference"] == ["insight:Depth"]
+    # the dimension's 0/0 ratio is undefined: left out of the dimension means, never a 0
+    assert "insight" not in parsed["race"]["dims"]
 
 
 def test_race_a_dimension_scored_0_for_both_is_scored_as_the_release_its_ratio_left_out():
@@ -477,11 +496,17 @@ def test_race_a_dimension_scored_0_for_both_is_scored_as_the_release_its_ratio_l
     assert set(parsed["race"]["dims"]) == {"comprehensiveness"}
 
 
-def test_race_a_criterion_without_a_reference_score_counts_for_the_target_as_the_release():
-    parsed = _race_parse(_race_reply([_item("Coverage", 8, 4), _item("Data", 9, None)], [_item("Depth", 6, 6)]))
-    # the release: Data's weight stays in the denominator, the reference gets nothing for it, and because Data
-    # is the dimension's last item, the whole reference average is 0 (it used to leave Data out: 8 vs 4)
-    assert parsed["race"]["dims"]["comprehensiveness"] == {"target": 8.25, "reference": 0.0, "relative": 1.0}
-    assert parsed["race"]["missing_reference"] == ["comprehensiveness:Data"]
-    assert parsed["race"]["reference_zeroed"] == ["comprehensiveness"]
-    assert parsed["score"] == pytest.approx((0.5 * 8.25 + 3) / (0.5 * 8.25 + 3 + 3))
+def test_race_a_criterion_without_a_reference_score_is_read_as_the_release_and_the_reply_is_unusable():
+    from agentic_repro.evaluators.deepresearch import parse_race_json, race_scores
+
+    text = _race_reply([_item("Coverage", 8, 4), _item("Data", 9, None)], [_item("Depth", 6, 6)])
+    race = race_scores(parse_race_json(text), RACE_CRIT)
+    # the release's reading, kept in the record: Data's weight stays in the denominator, the reference gets
+    # nothing for it, and because Data is the dimension's last item, the whole reference average is 0
+    assert race["dims"]["comprehensiveness"] == {"target": 8.25, "reference": 0.0, "relative": 1.0}
+    assert race["missing_reference"] == ["comprehensiveness:Data"]
+    assert race["reference_zeroed"] == ["comprehensiveness"]
+    assert race["overall"] == pytest.approx((0.5 * 8.25 + 3) / (0.5 * 8.25 + 3 + 3))
+    # issue 29 (2da1d2f scored it so, as the release): the judge never scored the reference on Data, and the
+    # release's rule then reads the reference as 0 on all of comprehensiveness: unusable, asked again
+    assert _race_parse(text) is None and _race_unusable(text) == "missing_reference"
