@@ -5,7 +5,8 @@ Kinds:
 - ``embedded``: the local default — a GGUF model from PyPI served by llama.cpp on 127.0.0.1
   (``server.impl``: ``llama-server``, llama.cpp's C++ server with parallel slots and per-request LoRA,
   or ``python``, llama-cpp-python's one-request-at-a-time server)
-- ``vllm-inprocess``: ``vllm.LLM`` in this process (GPU users)
+- ``vllm-server``: a vLLM server the harness starts from the vLLM venv (:mod:`agentic_repro.harness.vllm.backbone`)
+- ``vllm-inprocess``: ``vllm.LLM`` in a process of its own (:mod:`agentic_repro.harness.vllm.engine`)
 - ``peft``: transformers + peft in this process (a base and its LoRA adapters)
 - ``scripted``: no model, replies from a script (:mod:`agentic_repro.harness.scripted`): dry runs and cost estimates
 
@@ -20,11 +21,11 @@ from typing import Any
 
 from agentic_repro.harness.adapters import adapter_identity, parse_adapters
 from agentic_repro.harness.backbone import (BackboneError, LlamaServerBackbone, OpenAICompatibleBackbone, RetryPolicy,
-                              VLLMInProcessBackbone, api_key_from_env)
+                              api_key_from_env)
 from agentic_repro.harness.ledger import Price
 from agentic_repro.harness.rate_limit import parse_rate_limit
 
-KINDS = ("openai", "embedded", "vllm-inprocess", "peft", "scripted")
+KINDS = ("openai", "embedded", "vllm-server", "vllm-inprocess", "peft", "scripted")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
@@ -52,11 +53,14 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.embedded.server.ServerPool)")
         return await _embedded(cfg, run_dir, seed, {**common, "rate_limit": rate_limit}, servers)
-    if kind == "vllm-inprocess":
-        if cfg.get("adapters"):
-            raise BackboneError(f"backbone '{name}': adapters are served by a vLLM server (kind: openai, "
-                                "`vllm serve --enable-lora`), not in-process", kind="config", attempts=0)
-        return VLLMInProcessBackbone(model=cfg["model"], engine_args=cfg.get("engine_args"), **common)
+    if kind == "vllm-server":  # a managed vLLM server from the vLLM venv (harness/vllm/, backbone=vllm-cpu)
+        from agentic_repro.harness.vllm.backbone import build_vllm_server_backbone
+        return await build_vllm_server_backbone(cfg, run_dir=run_dir, seed=seed, servers=servers,
+                                                common={**common, "rate_limit": rate_limit})
+    if kind == "vllm-inprocess":  # vllm.LLM in a worker process of the vLLM venv (harness/vllm/engine.py says why)
+        from agentic_repro.harness.vllm.engine import build_vllm_engine_backbone
+        return await build_vllm_engine_backbone(cfg, run_dir=run_dir, servers=servers,
+                                                common={**common, "rate_limit": rate_limit})
     if kind == "peft":  # transformers + peft in this process (harness/embedded/peft.py; extra `train`)
         from agentic_repro.harness.embedded.peft import build_peft_backbone
         return await build_peft_backbone(cfg, **common)
