@@ -25,6 +25,7 @@ import functools
 import json
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -353,19 +354,31 @@ def search_setting_notes(method: str | None, aggs: dict[str, Agg]) -> list[str]:
     return out
 
 
-def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
-                extra_rows: list[dict[str, Any]] | None = None, protocol: dict[str, Any] | None = None) -> Table:
-    """Methods x the five benchmarks + Avg, the best bold and the second underlined where a paired test over the
-    shared problems says they are (:func:`agentic_repro.scripts.table1.significance_marks`), the paper's row and Δ under each row
-    it reports."""
-    t = spec[key]
+@dataclass
+class ScoreRendering:
+    """What one score table collects while its rows are rendered (as Table 1's :class:`Rendering`): the CSV records
+    (shared with the other tables of the call), the numbered footnotes, the per-row notes, whether a counts row ran."""
+
+    key: str
+    backbone: str
+    labels: dict[str, str]
+    root: Path
+    records: list[dict[str, Any]]
+    feet: Footnotes = field(default_factory=Footnotes)
+    notes: list[str] = field(default_factory=list)
+    counted: bool = False
+
+    def own(self, row: dict[str, Any], b: str | None = None) -> list[dict[str, Any]]:
+        """This table's records of ``row`` (of benchmark ``b`` when given)."""
+        return [r for r in self.records if r["table"] == self.key and r["row"] == row["label"]
+                and r["backbone"] == self.backbone and (b is None or r["benchmark"] == b)]
+
+
+def score_body(res: Results, spec: dict[str, Any], t: dict[str, Any], backbone: str,
+               extra_rows: list[dict[str, Any]] | None, judge_benches: list[str]) -> list[tuple[Any, ...]]:
+    """Per row: (row with its rule-based cells under ``_rule``, experiment, cells by benchmark, means, Avg, why it
+    has no numbers). On the judge-scored benchmarks the judge is the cell, the rule-based reading beside it."""
     benches = spec["benchmarks"]
-    labels = spec["benchmark_labels"]
-    judge_benches = [b for b in benches if b in ((protocol or {}).get("judge") or {}).get("benchmarks", [])]
-    ref = (t.get("reference") or {}).get("rows", {})
-    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n; "
-                  "bold/underlined: significantly best/second)",
-                  columns=["Method", *[labels[b] for b in benches], "Avg"], label=f"tab:dyflow-{key}-{backbone}")
     body = []
     for row in [*t["rows"], *(extra_rows or [])]:
         _, reason = row_needs(spec, row, backbone)
@@ -384,88 +397,140 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
         means = {b: aggs[b].mean for b in benches}
         avg = sum(means.values()) / len(benches) if all(v is not None for v in means.values()) else None  # type: ignore[misc]
         body.append((row, exp, aggs, means, avg, reason))
-    alpha = float(spec.get("significance_alpha", 0.05))   # best/second only where a paired test says so
-    marks = {b: significance_marks([r[2][b] for r in body], alpha) for b in benches}
-    feet, notes = Footnotes(), []
-    counted = False
-    for ri, (row, exp, aggs, means, avg, reason) in enumerate(body):
-        devs = []
-        for a in aggs.values():
-            for d in a.deviations() or []:
-                if d not in devs:
-                    devs.append(d)
-        ran = any(a.runs for a in aggs.values())    # the row's own deviations describe how its runs ran
-        for d in [*((row.get("deviations") or []) if ran else []), *search_setting_notes(row.get("method"), aggs)]:
+    return body
+
+
+def score_row_deviations(row: dict[str, Any], aggs: dict[str, Agg]) -> list[str]:
+    """The row's footnote texts: deviations its runs recorded, the row's own (only once it ran), its search's
+    recorded setting."""
+    devs: list[str] = []
+    for a in aggs.values():
+        for d in a.deviations() or []:
             if d not in devs:
                 devs.append(d)
-        cells: list[Any] = [Cell(row["label"], sup=feet.marks(devs)) if devs else row["label"]]
-        for b in benches:
-            a = aggs[b]
-            bm = bench_missing(b)
-            rec = {"table": key, "backbone": backbone, "row": row["label"], "method": row.get("method"), "benchmark": b}
-            if not a.runs:
-                cells.append("—")
-                records.append({**rec, "status": "missing", "reason": reason or bm or "not run yet"})
-                continue
-            ci = a.ci()
-            mark = marks[b].get(ri)
-            rewrite = code_rewrite_note(a, b, labels) if _is_dyflow(row.get("method")) else None
-            cells.append(Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline",
-                              sup=feet.marks([rewrite]) if rewrite else ""))
-            records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
-                            "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
-                            "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
-                            "sources": ";".join(a.sources(res.root))})
-        cells.append(fmt(avg) if avg is not None else "—")     # a mean of means has no paired test: no mark
-        table.rows.append(cells)
-        if row["_rule"]:   # the rule-based score of the judge-scored cells, beside the judge's
-            table.rows.append(["↳ rule-based score", *[cell_text(row["_rule"][b]) if b in row["_rule"] else ""
-                                                      for b in benches], ""])
-            for rec in records:
-                if rec["table"] == key and rec["row"] == row["label"] and rec["benchmark"] in row["_rule"] \
-                        and rec["backbone"] == backbone:
-                    rec["scorer"] = "judge"
-                    rec["rule_mean"] = row["_rule"][rec["benchmark"]].mean
-        if _is_dyflow(row.get("method")) and any(a.runs for a in aggs.values()):
-            under = ["↳ designer failures / fallback answers"]
-            for b in benches:
-                c = dyflow_run_counts(p for r in aggs[b].runs for p in r.predictions()) if aggs[b].runs else None
-                under.append("—" if c is None else dyflow_note(c))
-                for rec in records:
-                    if c and rec["table"] == key and rec["row"] == row["label"] and rec["benchmark"] == b \
-                            and rec["backbone"] == backbone:
-                        rec.update({k: c[k] for k in DYFLOW_COUNTS})
-            table.rows.append([*under, "—"])
-            counted = True
-        if row["label"] in ref:
-            p, d = _paper_rows(ref, row["label"], {**means, "avg": avg}, [*benches, "avg"])
-            table.rows.extend([p, d])
-            for b in benches:
-                v = ref[row["label"]].get(b)
-                for r in records:
-                    if r["table"] == key and r["row"] == row["label"] and r["benchmark"] == b and r["backbone"] == backbone:
-                        r["paper"] = v
-                        r["diff"] = None if v is None or r.get("mean") is None else round(r["mean"] - v, 4)
-        if reason:
-            notes.append(f"— {row['label']}: {reason}")
-    missing_b = [f"— {labels[b]}: {m}" for b in benches if (m := bench_missing(b))]
-    table.notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
-                   f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
-                   f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}.",
-                   marks_note(alpha, "dyflow_tables", "five")]
-    line = protocol_note([(r[0]["label"], r[2]) for r in body], benches, labels)
+    ran = any(a.runs for a in aggs.values())    # the row's own deviations describe how its runs ran
+    for d in [*((row.get("deviations") or []) if ran else []), *search_setting_notes(row.get("method"), aggs)]:
+        if d not in devs:
+            devs.append(d)
+    return devs
+
+
+def score_cell(ren: ScoreRendering, row: dict[str, Any], b: str, a: Agg, reason: str | None, mark: str | None) -> Any:
+    """One benchmark cell (its record appended): "—" when not run, else the cell's text, marked as ``mark`` says
+    and footnoted where a DyFlow code run had the release's rewrite off."""
+    rec = {"table": ren.key, "backbone": ren.backbone, "row": row["label"], "method": row.get("method"), "benchmark": b}
+    if not a.runs:
+        ren.records.append({**rec, "status": "missing", "reason": reason or bench_missing(b) or "not run yet"})
+        return "—"
+    ci = a.ci()
+    rewrite = code_rewrite_note(a, b, ren.labels) if _is_dyflow(row.get("method")) else None
+    ren.records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
+                        "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
+                        "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
+                        "sources": ";".join(a.sources(ren.root))})
+    return Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline",
+                sup=ren.feet.marks([rewrite]) if rewrite else "")
+
+
+def rule_row(ren: ScoreRendering, row: dict[str, Any], benches: list[str]) -> list[Any]:
+    """The ``↳ rule-based score`` row under a row whose judge-scored cells show the judge (records say so)."""
+    for rec in ren.own(row):
+        if rec["benchmark"] in row["_rule"]:
+            rec["scorer"] = "judge"
+            rec["rule_mean"] = row["_rule"][rec["benchmark"]].mean
+    return ["↳ rule-based score", *[cell_text(row["_rule"][b]) if b in row["_rule"] else "" for b in benches], ""]
+
+
+def counts_row(ren: ScoreRendering, row: dict[str, Any], aggs: dict[str, Agg], benches: list[str]) -> list[Any]:
+    """The ``↳ designer failures / fallback answers`` row under a DyFlow row (counts into its records)."""
+    under = ["↳ designer failures / fallback answers"]
+    for b in benches:
+        c = dyflow_run_counts(p for r in aggs[b].runs for p in r.predictions()) if aggs[b].runs else None
+        under.append("—" if c is None else dyflow_note(c))
+        for rec in ren.own(row, b):
+            if c:
+                rec.update({k: c[k] for k in DYFLOW_COUNTS})
+    ren.counted = True
+    return [*under, "—"]
+
+
+def score_paper_rows(ren: ScoreRendering, ref: dict[str, Any], row: dict[str, Any], means: dict[str, float | None],
+                     avg: float | None, benches: list[str]) -> list[list[Any]]:
+    """The ``↳ paper`` and ``↳ Δ`` rows under a row the paper reports (paper value and Δ into its records)."""
+    p, d = _paper_rows(ref, row["label"], {**means, "avg": avg}, [*benches, "avg"])
+    for b in benches:
+        v = ref[row["label"]].get(b)
+        for r in ren.own(row, b):
+            r["paper"] = v
+            r["diff"] = None if v is None or r.get("mean") is None else round(r["mean"] - v, 4)
+    return [p, d]
+
+
+def score_rows(ren: ScoreRendering, body_row: tuple[Any, ...], benches: list[str], marks: dict[str, dict[int, str]],
+               ri: int, ref: dict[str, Any]) -> list[list[Any]]:
+    """One method's row and the rows under it: rule-based score, DyFlow's counts, the paper's value and Δ."""
+    row, _exp, aggs, means, avg, reason = body_row
+    devs = score_row_deviations(row, aggs)
+    cells: list[Any] = [Cell(row["label"], sup=ren.feet.marks(devs)) if devs else row["label"]]
+    cells += [score_cell(ren, row, b, aggs[b], reason, marks[b].get(ri)) for b in benches]
+    cells.append(fmt(avg) if avg is not None else "—")     # a mean of means has no paired test: no mark
+    out = [cells]
+    if row["_rule"]:   # the rule-based score of the judge-scored cells, beside the judge's
+        out.append(rule_row(ren, row, benches))
+    if _is_dyflow(row.get("method")) and any(a.runs for a in aggs.values()):
+        out.append(counts_row(ren, row, aggs, benches))
+    if row["label"] in ref:
+        out.extend(score_paper_rows(ren, ref, row, means, avg, benches))
+    if reason:
+        ren.notes.append(f"— {row['label']}: {reason}")
+    return out
+
+
+def score_notes(ren: ScoreRendering, spec: dict[str, Any], t: dict[str, Any], body: list[tuple[Any, ...]],
+                alpha: float) -> list[str]:
+    """The notes under a score table, in reading order."""
+    benches = spec["benchmarks"]
+    notes = [f"Scores in % (accuracy; pass@1 for HumanEval), mean over problems with its 95% interval "
+             f"(scripts/stats.py); Avg only when all five are complete; incomplete cells are never averaged. "
+             f"↳ paper: {(t.get('reference') or {}).get('source', spec['paper'])}.",
+             marks_note(alpha, "dyflow_tables", "five")]
+    line = protocol_note([(r[0]["label"], r[2]) for r in body], benches, ren.labels)
     if line:
-        table.notes.append(line)
-    if counted:
-        table.notes.append("↳ designer failures / fallback answers (DyFlow rows, answered problems, from the traces): "
-                           "invalid designs = designer replies that could not be used (re-asked); stages given up = "
-                           "planning steps with no valid stage after the re-asks; fallback answers = answers that are "
-                           "not a terminal operator's (no_answer=last_output), of which a review = a REVIEW_SOLUTION "
-                           "text scored as the answer.")
-    if feet.texts:
-        table.notes.append("Deviations recorded by the runs (numbered marks):")
-        table.notes.extend(feet.notes())
-    table.notes.extend(missing_b + notes)
+        notes.append(line)
+    if ren.counted:
+        notes.append("↳ designer failures / fallback answers (DyFlow rows, answered problems, from the traces): "
+                     "invalid designs = designer replies that could not be used (re-asked); stages given up = "
+                     "planning steps with no valid stage after the re-asks; fallback answers = answers that are "
+                     "not a terminal operator's (no_answer=last_output), of which a review = a REVIEW_SOLUTION "
+                     "text scored as the answer.")
+    if ren.feet.texts:
+        notes.append("Deviations recorded by the runs (numbered marks):")
+        notes.extend(ren.feet.notes())
+    notes.extend([f"— {ren.labels[b]}: {m}" for b in benches if (m := bench_missing(b))] + ren.notes)
+    return notes
+
+
+def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, records: list[dict[str, Any]],
+                extra_rows: list[dict[str, Any]] | None = None, protocol: dict[str, Any] | None = None) -> Table:
+    """Methods x the five benchmarks + Avg, the best bold and the second underlined where a paired test over the
+    shared problems says they are (:func:`agentic_repro.scripts.table1.significance_marks`), the paper's row and Δ
+    under each row it reports: the numbers (:func:`score_body`), the marks per column, a row at a time
+    (:func:`score_rows`), the notes (:func:`score_notes`)."""
+    t = spec[key]
+    benches = spec["benchmarks"]
+    labels = spec["benchmark_labels"]
+    judge_benches = [b for b in benches if b in ((protocol or {}).get("judge") or {}).get("benchmarks", [])]
+    ref = (t.get("reference") or {}).get("rows", {})
+    table = Table(title=f"{t['title']} — {backbone}{_embedded_note(backbone)} (score % [95% interval] n; "
+                  "bold/underlined: significantly best/second)",
+                  columns=["Method", *[labels[b] for b in benches], "Avg"], label=f"tab:dyflow-{key}-{backbone}")
+    body = score_body(res, spec, t, backbone, extra_rows, judge_benches)
+    alpha = float(spec.get("significance_alpha", 0.05))   # best/second only where a paired test says so
+    marks = {b: significance_marks([r[2][b] for r in body], alpha) for b in benches}
+    ren = ScoreRendering(key, backbone, labels, res.root, records)
+    for ri, body_row in enumerate(body):
+        table.rows.extend(score_rows(ren, body_row, benches, marks, ri, ref))
+    table.notes = score_notes(ren, spec, t, body, alpha)
     return table
 
 

@@ -26,6 +26,7 @@ import functools
 import json
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -275,112 +276,181 @@ def _measure(runs: list[Any], detail: str) -> tuple[float | None, str | None]:
     return (100.0 * sum(vals) / len(vals), None) if vals else (None, "no answered problem")
 
 
-def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: RunIndex | None = None
-          ) -> tuple[Table, list[dict[str, Any]]]:
-    """One table: a row per method, a "↳ paper" row under each row the paper has cells for (its numbers in our
-    columns; "—" where it states none), and a "↳ protocol" line under each: the row's recorded backbone and
-    settings, and per benchmark the scorer, split and n, all against what the paper states."""
-    index = index or RunIndex.scan(root, exp["experiment"])
-    benches, labels = exp["benchmarks"], exp.get("benchmark_labels", {})
-    measures = exp.get("measures") or {}
+@dataclass
+class GraphRendering:
+    """What one DynaGraph table collects while its rows are rendered (as Table 1's :class:`Rendering`): the CSV
+    records, the numbered footnotes, the incomplete cells and the notes of single cells."""
+
+    root: Path
+    backbone: str
+    exp: dict[str, Any]
+    table_no: int
+    index: RunIndex
+    feet: Footnotes = field(default_factory=Footnotes)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    bad: list[str] = field(default_factory=list)
+    cell_notes: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return self.exp.get("benchmark_labels", {})
+
+    @property
+    def measures(self) -> dict[str, list[dict[str, Any]]]:
+        return self.exp.get("measures") or {}
+
+    def label(self, b: str) -> str:
+        return self.labels.get(b, b)
+
+    def width(self, b: str) -> int:
+        """Columns of benchmark ``b``: Acc, its extra measures, (#Tok / TFLOPs in Table 1,) latency."""
+        return 1 + len(self.measures.get(b, [])) + (2 if self.table_no == 1 else 1)
+
+
+def table_columns(exp: dict[str, Any], table_no: int) -> list[str]:
+    """Method, then per benchmark: Acc, its extra measures, #Tok / TFLOPs (Table 1), latency."""
+    labels, measures = exp.get("benchmark_labels", {}), exp.get("measures") or {}
     cols = ["Method"]
-    for b in benches:
+    for b in exp["benchmarks"]:
         lab = labels.get(b, b)
         cols += [f"{lab} {(exp.get('acc_labels') or {}).get(b, 'Acc')}"]
         cols += [f"{lab} {m['label']}" for m in measures.get(b, [])]
         cols += [f"{lab} #Tok / TFLOPs", f"{lab} Lat. (s)"] if table_no == 1 else [f"{lab} Lat. (s)"]
+    return cols
+
+
+def table_title(backbone: str, table_no: int) -> str:
     title = (f"Table {table_no}: DynaGraph {'main results' if table_no == 1 else 'mechanism ablation'}, backbone "
              f"{backbone} (ours: Acc %, tokens and TFLOPs per problem, mean end-to-end latency; ↳ paper: DeepSeek-8B, "
              "RTX 5090; ↳ protocol: what our runs recorded against what the paper states)")
     if backbone.startswith("local"):
         title += " — numbers on the embedded 0.5B CPU model, not comparable to the paper's"
-    table = Table(title, cols, label=f"tab:dynagraph{table_no}-{backbone}")
-    feet, records, bad, cell_notes = Footnotes(), [], [], []
-    for row in exp["rows"]:
-        m = row.get("method")
-        key = m or row["label"]
-        if "deviations" in row:        # DynaGraph's own description of the baseline, then how ours differs from it
-            devs = ([f"DynaGraph §4.1: {row['paper_baseline']}"] if row.get("paper_baseline") else []) + \
-                [str(d) for d in row["deviations"]]
-        else:
-            devs = list((method_config(m) or {}).get("deviations") or []) if m else []
-        cells: list[Any] = []
-        pcells: list[Any] = [Cell("↳ paper")]
-        proto_cells: list[Any] = []
-        row_runs: list[Any] = []
-        has_paper = False
-        for b in benches:
-            pap = _paper(exp, key, b)
-            has_paper |= bool(pap)
-            extra = measures.get(b, [])
-            width = 1 + len(extra) + (2 if table_no == 1 else 1)
-            pcells += [f"{pap['acc']}" if "acc" in pap else "—", *["—"] * len(extra)]
-            pcells += ([f"{pap['tok']} / —" if "tok" in pap else "—"] if table_no == 1 else [])
-            pcells += [f"{pap['lat']}" if "lat" in pap else "—"]
-            base = {"table": table_no, "backbone": backbone, "row": row["label"], "method": m, "benchmark": b,
-                    "paper_acc": pap.get("acc"), "paper_tok": pap.get("tok"), "paper_lat": pap.get("lat"),
-                    "footnotes": feet.numbered(devs) if devs else ""}
-            missing = ("no method" if not m else f"no configs/method/{m}.yaml" if method_config(m) is None else
-                       f"no configs/benchmark/{b}.yaml yet" if not benchmark_exists(b) else None)
-            agg = None if missing else index.agg(b, _folder(m), backbone)
-            runs = list(agg.runs) if agg else []
-            row_runs += runs
-            ptext = bench_protocol(b, runs, exp, labels.get(b, b))
-            proto_cells += [ptext] + [""] * (width - 1)
-            base["protocol"] = ptext
-            if missing:
-                cells += ["—"] * width
-                records.append({**base, "status": "missing", "reason": row.get("missing", missing) if not m else
-                                missing})
-                continue
-            if not agg.runs:
-                cells += ["—"] * width
-                records.append({**base, "status": "not_run", "reason": "not run yet"})
-                continue
-            counts = run_counts(p for r in agg.runs for p in r.predictions()) if _is_dynagraph(m) else None
-            if agg.incomplete:
-                text = agg.incomplete_text() + (f" ({counts['fallback_errors']} by fallback=error)"
-                                                if counts and counts["fallback_errors"] else "")
-                text += f", {cell_note(counts)}" if counts else ""
-                cells += [text] + ["—"] * (width - 1)
-                bad.append(f"{row['label']} / {labels.get(b, b)}: {text}")
-                records.append({**base, "status": "incomplete", "reason": "errors or unanswered problems: not averaged",
-                                "n_errors": agg.n_errors, "sources": ";".join(agg.sources(root)),
-                                **(_count_fields(counts) if counts else {})})
-                continue
-            cm = _cell_metrics(agg)
-            acc = f"{fmt(cm['acc'])} (n={agg.n_problems})" + (f", {cell_note(counts)}" if counts else "")
-            mvals = {}
-            for spec in extra:
-                v, why = _measure(agg.scored, spec["detail"])
-                mvals[spec["detail"]] = None if v is None else round(v, 2)
-                if why:
-                    cell_notes.append(f"{row['label']} / {labels.get(b, b)} {spec['label']}: {why}")
-            lat = _lat_text(cm)
-            tfl = "—" if cm["tflops"] is None else f"{cm['tflops']:.3g}"
-            cells += [acc, *[("—" if mvals[s["detail"]] is None else f"{fmt(mvals[s['detail']])} (n={agg.n_problems})")
-                             for s in extra]]
-            cells += [f"{cm['tokens']:.0f} / {tfl}", lat] if table_no == 1 else [lat]
-            for why in (cm["tflops_note"] if table_no == 1 else None, cm["lat_note"]):
-                if why:
-                    cell_notes.append(f"{row['label']} / {labels.get(b, b)}: {why}")
-            records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
-                            "program_acc": mvals.get("program_correct"),
-                            "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
-                            "tflops_per_problem": cm["tflops"], "latency_s": cm["lat"],
-                            "latency_problems": cm["lat_n"], "latency_replayed": cm["lat_replayed"],
-                            "reason": "; ".join(x for x in (cm["tflops_note"], cm["lat_note"]) if x) or None,
-                            "sources": ";".join(agg.sources(root)), **(_count_fields(counts) if counts else {})})
-        table.rows.append([Cell(row["label"], bold=row.get("group") == "ours", sup=feet.marks(devs) if devs else ""),
-                           *cells])
-        rp = row_protocol(row, row_runs, exp)
-        for rec in records:
-            if rec["row"] == row["label"]:
-                rec["row_protocol"] = rp
-        if has_paper or row_runs:
-            if has_paper:
-                table.rows.append(pcells)
-            table.rows.append([Cell(rp), *proto_cells])
+    return title
+
+
+def graph_row_deviations(row: dict[str, Any]) -> list[str]:
+    """A baseline's footnotes: DynaGraph's own description of it, then how ours differs; else the method's."""
+    m = row.get("method")
+    if "deviations" in row:
+        return ([f"DynaGraph §4.1: {row['paper_baseline']}"] if row.get("paper_baseline") else []) + \
+            [str(d) for d in row["deviations"]]
+    return list((method_config(m) or {}).get("deviations") or []) if m else []
+
+
+def paper_cells(pap: dict[str, Any], n_extra: int, table_no: int) -> list[Any]:
+    """The paper's cells of one benchmark in our columns ("—" where it states none)."""
+    cells: list[Any] = [f"{pap['acc']}" if "acc" in pap else "—", *["—"] * n_extra]
+    cells += ([f"{pap['tok']} / —" if "tok" in pap else "—"] if table_no == 1 else [])
+    return [*cells, f"{pap['lat']}" if "lat" in pap else "—"]
+
+
+def cell_missing(m: str | None, b: str) -> str | None:
+    """Why a row has no run of benchmark ``b`` to read: no method, no method config, no benchmark config."""
+    return ("no method" if not m else f"no configs/method/{m}.yaml" if method_config(m) is None else
+            f"no configs/benchmark/{b}.yaml yet" if not benchmark_exists(b) else None)
+
+
+def incomplete_cells(ren: GraphRendering, row: dict[str, Any], b: str, agg: Any, counts: dict[str, Any] | None,
+                     base: dict[str, Any]) -> list[Any]:
+    """A cell with errors or unanswered problems: what it answered, never averaged (its record appended)."""
+    text = agg.incomplete_text() + (f" ({counts['fallback_errors']} by fallback=error)"
+                                    if counts and counts["fallback_errors"] else "")
+    text += f", {cell_note(counts)}" if counts else ""
+    ren.bad.append(f"{row['label']} / {ren.label(b)}: {text}")
+    ren.records.append({**base, "status": "incomplete", "reason": "errors or unanswered problems: not averaged",
+                        "n_errors": agg.n_errors, "sources": ";".join(agg.sources(ren.root)),
+                        **(_count_fields(counts) if counts else {})})
+    return [text] + ["—"] * (ren.width(b) - 1)
+
+
+def complete_cells(ren: GraphRendering, row: dict[str, Any], b: str, agg: Any, counts: dict[str, Any] | None,
+                   base: dict[str, Any]) -> list[Any]:
+    """A complete cell: Acc (n), the extra measures, tokens / TFLOPs (Table 1) and latency (its record appended)."""
+    extra = ren.measures.get(b, [])
+    cm = _cell_metrics(agg)
+    acc = f"{fmt(cm['acc'])} (n={agg.n_problems})" + (f", {cell_note(counts)}" if counts else "")
+    mvals = {}
+    for spec in extra:
+        v, why = _measure(agg.scored, spec["detail"])
+        mvals[spec["detail"]] = None if v is None else round(v, 2)
+        if why:
+            ren.cell_notes.append(f"{row['label']} / {ren.label(b)} {spec['label']}: {why}")
+    lat = _lat_text(cm)
+    tfl = "—" if cm["tflops"] is None else f"{cm['tflops']:.3g}"
+    cells: list[Any] = [acc, *[("—" if mvals[s["detail"]] is None else f"{fmt(mvals[s['detail']])} (n={agg.n_problems})")
+                               for s in extra]]
+    cells += [f"{cm['tokens']:.0f} / {tfl}", lat] if ren.table_no == 1 else [lat]
+    for why in (cm["tflops_note"] if ren.table_no == 1 else None, cm["lat_note"]):
+        if why:
+            ren.cell_notes.append(f"{row['label']} / {ren.label(b)}: {why}")
+    ren.records.append({**base, "status": "ok", "acc": None if cm["acc"] is None else round(cm["acc"], 2),
+                        "program_acc": mvals.get("program_correct"),
+                        "n_problems": agg.n_problems, "n_errors": 0, "tokens_per_problem": round(cm["tokens"], 1),
+                        "tflops_per_problem": cm["tflops"], "latency_s": cm["lat"],
+                        "latency_problems": cm["lat_n"], "latency_replayed": cm["lat_replayed"],
+                        "reason": "; ".join(x for x in (cm["tflops_note"], cm["lat_note"]) if x) or None,
+                        "sources": ";".join(agg.sources(ren.root)), **(_count_fields(counts) if counts else {})})
+    return cells
+
+
+def bench_cells(ren: GraphRendering, row: dict[str, Any], b: str, devs: list[str]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """One benchmark of a row: (our cells, the paper's cells, the protocol cells, the runs read), its record
+    appended: "—" when the method, benchmark or runs are missing, ``incomplete …`` or the numbers."""
+    m = row.get("method")
+    pap = _paper(ren.exp, m or row["label"], b)
+    pcells = paper_cells(pap, len(ren.measures.get(b, [])), ren.table_no)
+    width = ren.width(b)
+    base = {"table": ren.table_no, "backbone": ren.backbone, "row": row["label"], "method": m, "benchmark": b,
+            "paper_acc": pap.get("acc"), "paper_tok": pap.get("tok"), "paper_lat": pap.get("lat"),
+            "footnotes": ren.feet.numbered(devs) if devs else ""}
+    missing = cell_missing(m, b)
+    agg = None if missing else ren.index.agg(b, _folder(m), ren.backbone)
+    runs = list(agg.runs) if agg else []
+    ptext = bench_protocol(b, runs, ren.exp, ren.label(b))
+    proto_cells = [ptext] + [""] * (width - 1)
+    base["protocol"] = ptext
+    if missing:
+        ren.records.append({**base, "status": "missing", "reason": row.get("missing", missing) if not m else missing})
+        return ["—"] * width, pcells, proto_cells, runs
+    if not agg.runs:
+        ren.records.append({**base, "status": "not_run", "reason": "not run yet"})
+        return ["—"] * width, pcells, proto_cells, runs
+    counts = run_counts(p for r in agg.runs for p in r.predictions()) if _is_dynagraph(m) else None
+    fill = incomplete_cells if agg.incomplete else complete_cells
+    return fill(ren, row, b, agg, counts, base), pcells, proto_cells, runs
+
+
+def method_rows(ren: GraphRendering, row: dict[str, Any]) -> list[list[Any]]:
+    """One method's row, with the ``↳ paper`` row (where the paper has cells) and the ``↳ protocol`` row under it
+    (where the paper has cells or the row ran)."""
+    devs = graph_row_deviations(row)
+    cells: list[Any] = []
+    pcells: list[Any] = [Cell("↳ paper")]
+    proto_cells: list[Any] = []
+    row_runs: list[Any] = []
+    has_paper = False
+    for b in ren.exp["benchmarks"]:
+        has_paper |= bool(_paper(ren.exp, row.get("method") or row["label"], b))
+        ours, paper, proto, runs = bench_cells(ren, row, b, devs)
+        cells += ours
+        pcells += paper
+        proto_cells += proto
+        row_runs += runs
+    out = [[Cell(row["label"], bold=row.get("group") == "ours", sup=ren.feet.marks(devs) if devs else ""), *cells]]
+    rp = row_protocol(row, row_runs, ren.exp)
+    for rec in ren.records:
+        if rec["row"] == row["label"]:
+            rec["row_protocol"] = rp
+    if has_paper or row_runs:
+        if has_paper:
+            out.append(pcells)
+        out.append([Cell(rp), *proto_cells])
+    return out
+
+
+def graph_notes(ren: GraphRendering) -> list[str]:
+    """The notes under one DynaGraph table, in reading order."""
+    exp, benches, labels = ren.exp, ren.exp["benchmarks"], ren.labels
     notes = [f"paper: known cells only (dynagraph-supplement.md); {n}" for n in
              [str(v["note"]) for v in (exp.get("paper") or {}).values() if isinstance(v, dict) and v.get("note")]]
     notes += [f"{r['label']}: {r['missing']}" for r in exp["rows"] if r.get("missing")]
@@ -393,7 +463,7 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                  "config.yaml top-p, max tokens and the row's settings; meta.json split and n), each against what the "
                  "paper states (§4.1): = paper, ≠ paper, or \"paper: not stated\"")
     for b in benches:
-        for spec in measures.get(b, []):
+        for spec in ren.measures.get(b, []):
             if spec.get("detail") == "program_correct":
                 notes.append(f"{labels.get(b, b)}: FinQA's two official measures. "
                              f"{(exp.get('acc_labels') or {}).get(b, 'Acc')} = execution accuracy (the program executed, "
@@ -401,31 +471,51 @@ def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: 
                              f"numeric_match=official); {spec['label']} = program accuracy (symbolic equivalence with "
                              "the gold program, as the release's equal_program; an answer without a program is not "
                              "program-correct). The paper reports one FinQA Acc.")
-    if table_no == 1:
-        notes.append(intervention_mix(index, backbone, benches, labels))
-    mem = root / exp["experiment"] / "memory.json"
-    if table_no == 1 and mem.is_file():
-        d = json.loads(mem.read_text())
-        notes.append(f"peak serving memory (bench/dynagraph_memory.py, embedded base): one base + 4 adapters "
-                     f"{d['one_base']['4']['peak_rss_mib']:.0f} MiB ({d['ratio_4_over_1']:.3f}x one adapter); three "
-                     f"separate models {d['three_separate']['peak_rss_mib_sum']:.0f} MiB "
-                     f"({d['ratio_three_over_dynagraph']:.2f}x); paper 16.6 GB vs > 49.5 GB")
-    elif table_no == 1:
-        notes.append("peak serving memory: run `python bench/dynagraph_memory.py --json results/dynagraph/memory.json`")
+    notes += memory_notes(ren)
     if any(_is_dynagraph(r.get("method")) for r in exp["rows"]):
         notes.append("DynaGraph cells: fallback = problems answered by the labelled fallback plan (after "
                      "max_plan_attempts failed planner answers), re-asks = re-asked planner answers, default patches = "
                      "patches the planner's unusable answer left to the default; `method.params.fallback=error` makes a "
                      "fallback problem an error (the cell is then incomplete)")
-    notes.extend(cell_notes)
-    if bad:
-        notes.append("incomplete = errors (not wrong answers) or unanswered problems; never averaged: " + " | ".join(bad))
-    if feet.texts:
+    notes.extend(ren.cell_notes)
+    if ren.bad:
+        notes.append("incomplete = errors (not wrong answers) or unanswered problems; never averaged: " + " | ".join(ren.bad))
+    if ren.feet.texts:
         notes.append("Deviations that can change the score (numbered marks on the row; a baseline's cite DynaGraph's own "
                      "description of it, §4.1, and its settings, not the baseline's original paper):")
-        notes.extend(feet.notes())
-    table.notes = notes
-    return table, records
+        notes.extend(ren.feet.notes())
+    return notes
+
+
+def memory_notes(ren: GraphRendering) -> list[str]:
+    """Table 1's intervention mix and peak serving memory (bench/dynagraph_memory.py's record, if written)."""
+    if ren.table_no != 1:
+        return []
+    notes = [intervention_mix(ren.index, ren.backbone, ren.exp["benchmarks"], ren.labels)]
+    mem = ren.root / ren.exp["experiment"] / "memory.json"
+    if mem.is_file():
+        d = json.loads(mem.read_text())
+        notes.append(f"peak serving memory (bench/dynagraph_memory.py, embedded base): one base + 4 adapters "
+                     f"{d['one_base']['4']['peak_rss_mib']:.0f} MiB ({d['ratio_4_over_1']:.3f}x one adapter); three "
+                     f"separate models {d['three_separate']['peak_rss_mib_sum']:.0f} MiB "
+                     f"({d['ratio_three_over_dynagraph']:.2f}x); paper 16.6 GB vs > 49.5 GB")
+    else:
+        notes.append("peak serving memory: run `python bench/dynagraph_memory.py --json results/dynagraph/memory.json`")
+    return notes
+
+
+def build(root: Path, backbone: str, exp: dict[str, Any], table_no: int, index: RunIndex | None = None
+          ) -> tuple[Table, list[dict[str, Any]]]:
+    """One table: a row per method, a "↳ paper" row under each row the paper has cells for (its numbers in our
+    columns; "—" where it states none), and a "↳ protocol" line under each: the row's recorded backbone and
+    settings, and per benchmark the scorer, split and n, all against what the paper states (:func:`method_rows`,
+    :func:`bench_cells`, :func:`graph_notes`)."""
+    ren = GraphRendering(root, backbone, exp, table_no, index or RunIndex.scan(root, exp["experiment"]))
+    table = Table(table_title(backbone, table_no), table_columns(exp, table_no), label=f"tab:dynagraph{table_no}-{backbone}")
+    for row in exp["rows"]:
+        table.rows.extend(method_rows(ren, row))
+    table.notes = graph_notes(ren)
+    return table, ren.records
 
 
 def write_all(root: Path, exp: dict[str, Any], table_no: int, backbones: list[str] | None = None) -> dict[str, Any]:
