@@ -128,13 +128,13 @@ class Runner:
         problems, data_info = self._load_problems()
         writer = ResultWriter(self.paths, fsync=bool(self.spec.runner_cfg.get("fsync", False)))
         backbones, distinct = await self._build_backbones()
-        meta, started = await self._claim_folder(backbones, distinct, data_info, writer)
+        tasks = self._tasks(problems)  # the selection this invocation holds: meta.json `ids`, before any answer
+        meta, started = await self._claim_folder(backbones, distinct, data_info, writer, [t[0] for t in tasks])
         cache = await self._open_cache(distinct)
         clients, ctx = self._make_clients(backbones, cache)
         await self._preflight(ctx, distinct, cache)
         self._prepare_problems(problems)
         finished = writer.finished()
-        tasks = self._tasks(problems)
         self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {t[0] for t in tasks}]
         try:
             await self._solve(problems, tasks, finished, ctx, writer)
@@ -172,8 +172,10 @@ class Runner:
         return backbones, list({id(b): b for b in backbones.values()}.values())
 
     async def _claim_folder(self, backbones: dict[str, Any], distinct: list[Any], data_info: Any,
-                            writer: ResultWriter) -> tuple[dict[str, Any], float]:
-        """Check the folder is this configuration's, then write meta.json and config.yaml: (meta, start time)."""
+                            writer: ResultWriter, ids: list[str]) -> tuple[dict[str, Any], float]:
+        """Check the folder is this configuration's, then write meta.json (with ``ids``, the record ids this
+        invocation selects: what the folder's numbers must cover, harness.results.selection) and config.yaml:
+        (meta, start time)."""
         spec = self.spec
         try:  # core-B: a results folder belongs to one configuration (harness.identity)
             check_run_identity(self.paths, spec.full_config, {n: backbone_identity(b) for n, b in backbones.items()},
@@ -184,6 +186,7 @@ class Runner:
         started = time.time()
         roles_meta = role_identities(self.roles, backbones)
         meta = run_metadata(spec, data_info.to_dict(), backbones["default"], started=started, roles=roles_meta)
+        meta["ids"] = list(dict.fromkeys(ids))
         earlier = read_json(self.paths.meta, what="the run's metadata", default=None)
         earlier_sandbox = earlier.get("sandbox") if isinstance(earlier, dict) else None
         if isinstance(earlier_sandbox, dict) and earlier_sandbox.get("note") and not meta["sandbox"].get("note"):
@@ -492,6 +495,7 @@ class Runner:
         preds = [r for r in read_jsonl_tolerant(self.paths.predictions) if r["id"] in ids]
         calls = read_jsonl_tolerant(self.paths.calls)
         metrics = compute_metrics(preds, calls, self.spec.benchmark_cfg.get("metric", "score"), selected=len(tasks))
+        metrics["ids"] = list(dict.fromkeys(t[0] for t in tasks))  # what metrics.json covers (the viewer reads it)
         latest = list({r["id"]: r for r in preds}.values())  # each record's latest prediction
         answered = [r for r in latest if r.get("status") != "error"]
         self._add_answer_metrics(metrics, answered, latest, tasks)
