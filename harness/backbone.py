@@ -15,6 +15,7 @@ from typing import Any, Protocol
 import httpx
 
 from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.pricing import MissingUsage, Usage, family_settings
 from agentic_repro.harness.types import Completion, Message
 
 # Sampling parameters a method may set per call; everything here is part of the cache key.
@@ -43,16 +44,38 @@ class BackboneError(RuntimeError):
 
 
 #: Failures retried within a call like a 5xx: the server or the network misbehaved, the request was fine.
+#: (``no_usage`` is not among them: a paid reply without usage cannot be priced, and asking again is charged again.)
 RETRYABLE_KINDS = frozenset({"connection", "timeout", "http_429", "http_5xx", "http_408", "null_content",
                              "empty_content", "bad_json", "empty_choices", "error_body"})
 
 
 class BadResponse(Exception):
-    """A 200 reply that is not a usable completion (null/empty content, no choices, broken JSON)."""
+    """A 200 reply that is not a usable completion (null/empty content, no choices, broken JSON, no usage)."""
 
     def __init__(self, kind: str, detail: str) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
+
+
+@dataclass(frozen=True)
+class Answered:
+    """A reply the provider answered (and billed) that gave no completion: a 200 retried for null content, say.
+    It is on the bill (:mod:`agentic_repro.harness.llm` prices it with the request's record)."""
+
+    usage: Usage
+    served_model: str | None = None
+    service_tier: str | None = None
+
+    @classmethod
+    def of(cls, resp: Any) -> Answered | None:
+        """The billed part of a rejected 200 reply, when it says what it used."""
+        if not isinstance(resp, dict):
+            return None
+        try:
+            usage = Usage.from_openai(resp.get("usage"))
+        except MissingUsage:
+            return None
+        return cls(usage, resp.get("model"), resp.get("service_tier"))
 
 
 def check_response(resp: Any) -> list[dict[str, Any]]:
@@ -106,6 +129,7 @@ class BackboneResult:
     latency_s: float
     retry_log: list[str] = field(default_factory=list)
     limiter_wait_s: float = 0.0  # time spent waiting on the rate controller (harness.rate_limit)
+    answered: list[Answered] = field(default_factory=list)  # billed replies that were retried (on the bill too)
 
 
 class Backbone(Protocol):
@@ -188,7 +212,8 @@ class OpenAICompatibleBackbone:
                  extra_identity: dict[str, Any] | None = None, extra_body: dict[str, Any] | None = None,
                  cache_identity: dict[str, Any] | None = None, seed: int = 0,
                  adapters: dict[str, dict[str, Any]] | None = None, max_n: int | None = None,
-                 http_library: str = "auto", rate_limit: Any = None) -> None:
+                 http_library: str = "auto", rate_limit: Any = None, reasoning_effort: str | None = None,
+                 service_tier: str | None = None) -> None:
         from openai import AsyncOpenAI
 
         from agentic_repro.harness.rate_limit import RateLimitSettings, controller_for
@@ -204,8 +229,24 @@ class OpenAICompatibleBackbone:
         self.retry = retry or RetryPolicy()
         self.extra_body = extra_body or {}
         self.adapters: dict[str, dict[str, Any]] = dict(adapters or {})
-        self._extra_identity = extra_identity or {}
-        self._cache_identity = cache_identity if cache_identity is not None else {"base_url": base_url}
+        # how a request is shaped comes from the model's API family in the price table (reasoning models take
+        # max_completion_tokens and refuse temperature/top_p/stop), never from guessing at the model's name
+        self.family = price.family
+        fam = family_settings(self.family)
+        self.max_tokens_field = str(fam.get("max_tokens_field") or "max_tokens")
+        self.not_sent = tuple(fam.get("not_sent") or ())
+        if reasoning_effort is not None and not fam.get("reasoning_effort"):
+            raise BackboneError(f"{name}: reasoning_effort={reasoning_effort!r} is for reasoning models; {model} is "
+                                f"of family {self.family!r} (configs/prices.yaml)", kind="config", attempts=0)
+        self.reasoning_effort = reasoning_effort
+        self.service_tier = service_tier
+        shape = {k: v for k, v in (("reasoning_effort", reasoning_effort), ("service_tier", service_tier)) if v}
+        self._extra_identity = {**(extra_identity or {}), **shape}
+        if self.family != "chat":
+            self._extra_identity.update(family=self.family, max_tokens_field=self.max_tokens_field,
+                                        not_sent=list(self.not_sent))
+        self._cache_identity = {**(cache_identity if cache_identity is not None else {"base_url": base_url}),
+                                **({"reasoning_effort": reasoning_effort} if reasoning_effort else {})}
         self._rng = random.Random(seed)
         # mode fixed (the default here; API configs choose adaptive): no controller, max_concurrency per client
         self.rate_limit = rate_limit if rate_limit is not None else RateLimitSettings()
@@ -245,6 +286,14 @@ class OpenAICompatibleBackbone:
         if body.get("logprobs") is False:
             body.pop("logprobs")
             body.pop("top_logprobs", None)
+        for key in self.not_sent:  # recorded per call in the ledger (dropped_params) and in meta (not_sent)
+            body.pop(key, None)
+        if self.max_tokens_field != "max_tokens" and "max_tokens" in body:
+            body[self.max_tokens_field] = body.pop("max_tokens")
+        if self.reasoning_effort:
+            body["reasoning_effort"] = self.reasoning_effort
+        if self.service_tier:
+            body["service_tier"] = self.service_tier
         body.update(self.extra_body)
         return body
 
@@ -265,12 +314,14 @@ class OpenAICompatibleBackbone:
         comps = [c for r in results for c in r.completions]
         log = [line for r in results for line in r.retry_log]
         return BackboneResult(comps, sum(r.retries for r in results), time.perf_counter() - start, log,
-                              sum(r.limiter_wait_s for r in results))
+                              sum(r.limiter_wait_s for r in results), [a for r in results for a in r.answered])
 
     async def _complete_one(self, messages: list[Message], sampling: dict[str, Any], n: int,
                             adapter: str | None) -> BackboneResult:
         body = self.request_body(messages, sampling, n, adapter)
         retries, log, waited = 0, [], 0.0
+        answered: list[Answered] = []  # 200 replies retried for their content: the provider billed each one
+        resp: Any = None
         ctl = self.rate_controller
         start = time.perf_counter()
         while True:
@@ -282,14 +333,24 @@ class OpenAICompatibleBackbone:
                 # The client's post() keeps its auth, base URL, timeouts and error classes but skips the
                 # typed request transform and pydantic response parsing (~2 ms of CPU per call, which
                 # caps throughput at high concurrency): the JSON is read directly below.
+                resp = None
                 raw = await self._client.post("/chat/completions", body=body, cast_to=httpx.Response)
                 resp = raw.json()
                 choices = check_response(resp)
+                if not self.price.free:  # a paid reply without usage cannot be billed: an error, never $0
+                    try:
+                        Usage.from_openai(resp.get("usage"))
+                    except MissingUsage as exc:
+                        raise BadResponse("no_usage", str(exc)) from exc
                 if lease is not None:
                     lease.done(raw.headers, resp.get("usage"))
                 break
             except Exception as exc:  # classified below
                 kind = classify(exc)
+                if isinstance(exc, BadResponse) and kind != "no_usage":
+                    billed = Answered.of(resp)
+                    if billed is not None:
+                        answered.append(billed)
                 wait = self.retry.delay(retries, _retry_after_seconds(exc), self._rng)
                 held = 0.0
                 if lease is not None:
@@ -304,6 +365,7 @@ class OpenAICompatibleBackbone:
                         f"{self.name}: {type(exc).__name__}: {exc} ({what} after {retries + 1} attempt(s))",
                         kind=kind, attempts=retries + 1, retry_log=log)
                     err.limiter_wait_s = waited  # type: ignore[attr-defined]
+                    err.answered = answered  # type: ignore[attr-defined]
                     raise err from exc
                 log.append(f"{kind}: {type(exc).__name__}: {str(exc)[:120]}: " + (
                     f"retry in {wait:.2f}s" if held <= 0 else f"retry after the account's hold of {held:.2f}s"))
@@ -315,31 +377,53 @@ class OpenAICompatibleBackbone:
                     lease.failed("cancelled")
         latency = time.perf_counter() - start
         comps = await self.completions_from(resp, choices, sampling)
-        return BackboneResult(comps, retries, latency, log, waited)
+        return BackboneResult(comps, retries, latency, log, waited, answered)
 
     async def completions_from(self, resp: dict[str, Any], choices: list[dict[str, Any]],
                                sampling: dict[str, Any]) -> list[Completion]:
-        """Usage is reported per request: the prompt is charged once, completions split evenly."""
-        usage = resp.get("usage") or {}
-        prompt_tokens = int(usage.get("prompt_tokens") or 0)
-        completion_total = int(usage.get("completion_tokens") or 0)
+        """Usage is reported per request: the prompt (and its cached part) is charged once, on the first choice;
+        completion and reasoning tokens are split evenly."""
+        try:
+            usage = Usage.from_openai(resp.get("usage"))
+        except MissingUsage:  # a free backbone (the paid ones were checked on arrival)
+            usage = Usage(0, 0)
         comps = []
         for i, ch in enumerate(choices):
-            share = completion_total // len(choices) + (1 if i < completion_total % len(choices) else 0)
-            comps.append(_completion(ch, prompt_tokens if i == 0 else 0, share))
+            share = _split(usage, i, len(choices))
+            comps.append(_completion(ch, share.prompt_tokens, share.completion_tokens, resp, share))
         return comps
 
     async def aclose(self) -> None:
         await self._client.close()
 
 
-def _completion(ch: dict[str, Any], prompt_tokens: int, completion_tokens: int) -> Completion:
+def _split(usage: Usage, i: int, n: int) -> Usage:
+    """Choice ``i`` of ``n``'s share: every input class on the first choice, output classes split evenly."""
+    def part(total: int) -> int:
+        return total // n + (1 if i < total % n else 0)
+
+    return Usage(usage.prompt_tokens if i == 0 else 0, part(usage.completion_tokens),
+                 cached_tokens=usage.cached_tokens if i == 0 else 0,
+                 cache_write_tokens=usage.cache_write_tokens if i == 0 else 0,
+                 cache_write_1h_tokens=usage.cache_write_1h_tokens if i == 0 else 0,
+                 reasoning_tokens=part(usage.reasoning_tokens),
+                 audio_prompt_tokens=usage.audio_prompt_tokens if i == 0 else 0,
+                 audio_completion_tokens=part(usage.audio_completion_tokens),
+                 accepted_prediction_tokens=part(usage.accepted_prediction_tokens),
+                 rejected_prediction_tokens=part(usage.rejected_prediction_tokens))
+
+
+def _completion(ch: dict[str, Any], prompt_tokens: int, completion_tokens: int, resp: dict[str, Any] | None = None,
+                usage: Usage | None = None) -> Completion:
     lp = None
     content_lp = (ch.get("logprobs") or {}).get("content")
     if content_lp:
         lp = [{"token": t.get("token"), "logprob": t.get("logprob")} for t in content_lp]
+    resp = resp or {}
     return Completion(text=ch["message"]["content"], prompt_tokens=prompt_tokens,
-                      completion_tokens=completion_tokens, finish_reason=ch.get("finish_reason"), logprobs=lp)
+                      completion_tokens=completion_tokens, finish_reason=ch.get("finish_reason"), logprobs=lp,
+                      usage=None if usage is None else usage.to_dict(), served_model=resp.get("model"),
+                      system_fingerprint=resp.get("system_fingerprint"), service_tier=resp.get("service_tier"))
 
 
 class LlamaServerBackbone(OpenAICompatibleBackbone):

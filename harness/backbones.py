@@ -33,12 +33,17 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
     (one per model and settings, reused by every run that shares the pool)."""
     name = cfg["name"]
     kind = cfg.get("kind")
-    price = Price.from_config(cfg.get("price"), name)
+    # `price: table` prices the model from the dated table (configs/prices.yaml): a model it lacks is refused here,
+    # before any call; a user-set price is recorded as such (harness.pricing)
+    price = Price.from_config(cfg.get("price"), name, model=cfg.get("model"))
     common = {"name": name, "price": price, "params": cfg.get("params"),
               "max_concurrency": int(cfg.get("max_concurrency", 4))}
     # harness.rate_limit: adaptive concurrency and pacing (default for kind openai), or fixed as before
     rate_limit = parse_rate_limit(cfg.get("rate_limit"), kind=kind)
     if kind == "openai":
+        if not cfg.get("base_url") and price.free:
+            raise BackboneError(f"backbone '{name}': api.openai.com bills every call, but the price is 0: set "
+                                "`price: table` (or the price you pay)", kind="config", attempts=0)
         # vLLM serves each --lora-modules entry under its name: the adapter is chosen by `model`
         adapters = {n: adapter_identity(a) for n, a in parse_adapters(cfg.get("adapters"), name).items()}
         return OpenAICompatibleBackbone(model=cfg["model"], base_url=cfg.get("base_url"),
@@ -48,7 +53,8 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         extra_identity={"base_url": cfg.get("base_url")}, adapters=adapters,
                                         cache_identity={},  # the endpoint is not the model: keyed by model name
                                         http_library=str(cfg.get("http_library", "auto")), rate_limit=rate_limit,
-                                        **common)
+                                        reasoning_effort=cfg.get("reasoning_effort"),
+                                        service_tier=cfg.get("service_tier"), **common)
     if kind == "embedded":
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.embedded.server.ServerPool)")

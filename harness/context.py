@@ -31,6 +31,7 @@ class BudgetExceeded(RuntimeError):
 @dataclass
 class Budgets:
     max_calls_per_problem: int | None = None
+    max_usd: float | None = None  # the run's dollar cap (enforced by the clients: harness.llm.DollarCap)
 
 
 @dataclass

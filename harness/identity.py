@@ -29,10 +29,11 @@ NEUTRAL_KEYS = (
     "runner.correct_threshold", "runner.score_retries", "method.label", "method.deviations",
     "method.run_counts",  # which counters metrics.json sums, not how problems are answered
     "sandbox",  # how untrusted code is contained: recorded in meta.json and footnoted, not an answer-changing setting
+    "runner.budgets.max_usd",  # a dollar cap stops a run, never changes an answer (a re-run with a higher cap resumes)
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
 NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url",
-                         "rate_limit")
+                         "rate_limit", "price", "service_tier")  # price, tier: what a reply costs, not what it says
 
 #: Files that make up a run's results (removed by ``restart=true``; server.log is kept).
 RUN_FILES = ("predictions.jsonl", "calls.jsonl", "requests.jsonl", "metrics.json", "method_state.json",
@@ -146,37 +147,71 @@ def check_run_identity(paths: RunPaths, resolved_config: dict[str, Any],
                 (root / name).unlink()
             except FileNotFoundError:
                 pass
-    old: dict[str, Any] | None = None
+    old, diffs = recorded_differences(paths, doc, backbones=True)
+    if old is not None and not diffs:
+        _check_data(paths, old.get("data"), doc.get("data"))
+        if doc.get("data") and old.get("data") != doc["data"]:  # adopt the data record (same sha256)
+            write_json_atomic(paths.identity, {**old, "data": doc["data"]})
+        return old
+    if diffs:
+        raise IdentityMismatch(mismatch_message(root, diffs))
+    root.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(paths.identity, doc)
+    return doc
+
+
+def recorded_differences(paths: RunPaths, doc: dict[str, Any], *,
+                         backbones: bool) -> tuple[dict[str, Any] | None, list[str]]:
+    """The folder's identity record and how ``doc`` (an :func:`identity_document`) differs from it: the one
+    comparison behind both the runner's check and a launcher's "done" (:func:`check_folder_config`).
+
+    ``backbones=False`` compares the configuration hash only (``config_sha256``: every answer-changing key,
+    the backbone's and each role's config blocks included); ``True`` adds the built backbones' identities.
+    A folder written before identity.json existed is compared through its config.yaml. Returns
+    (record or None, ``key: old -> new`` lines; empty when it is this configuration or a fresh folder)."""
     old = read_json(paths.identity, what="this run folder's identity record",
                     fix="restart=true discards the folder's results and starts over (the response cache replays "
                         "their calls), or give this configuration its own folder with experiment=<new name>")
     if old is not None and not isinstance(old, dict):
         raise IdentityMismatch(f"{paths.identity} is not an identity record; fix: restart=true, or experiment=<new name>")
     if old is not None:
-        if old.get("identity_sha256") == doc["identity_sha256"]:
-            _check_data(paths, old.get("data"), doc.get("data"))
-            if doc.get("data") and old.get("data") != doc["data"]:  # adopt the data record (same sha256)
-                write_json_atomic(paths.identity, {**old, "data": doc["data"]})
-            return old
+        key = "identity_sha256" if backbones else "config_sha256"
+        if old.get(key) == doc[key]:
+            return old, []
         diffs = differing_keys(old.get("config") or {}, doc["config"])
-        diffs += [f"backbone identity {d}" for d in differing_keys(old.get("backbones") or {}, doc["backbones"])]
-    elif paths.config.exists() and (paths.predictions.exists() or paths.calls.exists()):
+        if backbones:
+            diffs += [f"backbone identity {d}" for d in differing_keys(old.get("backbones") or {}, doc["backbones"])]
+        return old, diffs or [f"{key}: {str(old.get(key))[:12]}... -> {doc[key][:12]}..."]  # never a silent pass
+    if paths.config.exists() and (paths.predictions.exists() or paths.calls.exists()):
         import yaml
 
         legacy = json.loads(json.dumps(output_config(yaml.safe_load(paths.config.read_text(encoding="utf-8")) or {}),
                                        default=str))
-        diffs = differing_keys(legacy, doc["config"])
-    else:
-        diffs = []
-    if diffs:
-        shown = "; ".join(diffs[:8]) + (f"; ... ({len(diffs) - 8} more)" if len(diffs) > 8 else "")
-        raise IdentityMismatch(
-            f"{root} holds results of another configuration (differs: {shown}); resuming would mix answers of "
+        return None, differing_keys(legacy, doc["config"])
+    return None, []
+
+
+def mismatch_message(root: Any, diffs: list[str]) -> str:
+    shown = "; ".join(diffs[:8]) + (f"; ... ({len(diffs) - 8} more)" if len(diffs) > 8 else "")
+    return (f"{root} holds results of another configuration (differs: {shown}); resuming would mix answers of "
             "both. Either give this configuration its own folder with experiment=<new name>, or discard that "
             "folder's results and start over with restart=true")
-    root.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(paths.identity, doc)
-    return doc
+
+
+def check_folder_config(paths: RunPaths, resolved_config: dict[str, Any],
+                        data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A launcher's half of :func:`check_run_identity`, made before any backbone is built: raise
+    :class:`IdentityMismatch` (naming the differing keys) unless the folder is empty or was written by this
+    configuration (its ``config_sha256``) from this data. A launcher calls a folder "done" only after this
+    passes, so it never reports another configuration's complete run as this one's. What needs the backbone
+    built (a model file's hash under an unchanged path) is checked by the runner when the run opens.
+    Returns the folder's identity record (None: none yet)."""
+    old, diffs = recorded_differences(paths, identity_document(resolved_config, {}), backbones=False)
+    if diffs:
+        raise IdentityMismatch(mismatch_message(paths.root, diffs))
+    if old is not None and data is not None:
+        _check_data(paths, old.get("data"), {"file": str(data.get("file")), "sha256": data.get("sha256")})
+    return old
 
 
 def _check_data(paths: RunPaths, old: dict[str, Any] | None, new: dict[str, Any] | None) -> None:

@@ -46,6 +46,20 @@ class CallRecord:
     error_kind: str | None = None       # BackboneError.kind ("connection", "timeout", "null_content", ...)
     request: str | None = None          # id of the request (requests.jsonl has its line from when it was sent)
     key: str | None = None              # response-cache key of the reply (its prompt and text, for the run viewer)
+    # the provider's bill (harness.pricing): cost_usd is what the provider charges for this line (cached input at
+    # its rate, reasoning as output, batch/flex tier, plus answered attempts that were retried); cost_list_usd is
+    # the papers' formula (prompt + completion tokens at the standard list price)
+    cost_list_usd: float | None = None
+    cached_tokens: int = 0              # prompt tokens read from the provider's prompt cache
+    cache_write_tokens: int = 0         # prompt tokens written to it (Anthropic)
+    reasoning_tokens: int = 0           # completion tokens spent reasoning (billed as output)
+    served_model: str | None = None     # the snapshot that answered (the reply's `model`)
+    system_fingerprint: str | None = None
+    service_tier: str | None = None     # the tier billed: standard | batch | flex (as the reply said)
+    priced_as: str | None = None        # the price-table entry (None: a user-set or free price)
+    price_note: str | None = None       # why a line is priced otherwise than by its served snapshot
+    retried_billed_usd: float = 0.0     # part of cost_usd: answered replies retried (null content...), billed too
+    dropped_params: list[str] | None = None  # sampling parameters the model's API family does not take (not sent)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # flat fields: a shallow copy is the record (asdict's deep copy cost ~20 us)
@@ -53,7 +67,9 @@ class CallRecord:
 
 @dataclass
 class CallSummary:
-    """Totals over a set of records; ``billed_usd`` excludes cache hits."""
+    """Totals over a set of records. ``cost_usd``: the provider's bill for every line's tokens (cache hits priced
+    as when they were paid); ``billed_usd``: the same without cache hits (what the provider charged this time);
+    ``cost_list_usd``: the papers' formula (input + output at list price, no cache discount, hits included)."""
 
     calls: int = 0
     backbone_calls: int = 0
@@ -65,6 +81,12 @@ class CallSummary:
     errors: int = 0  # calls that failed for good (no completion, maybe billed by the provider)
     by_stage: dict[str, dict[str, float]] = field(default_factory=dict)
     by_role: dict[str, dict[str, float]] = field(default_factory=dict)
+    cost_list_usd: float = 0.0   # the papers' formula (input + output at list price), cache hits included
+    cached_tokens: int = 0
+    reasoning_tokens: int = 0
+    served: dict[str, int] = field(default_factory=dict)        # served snapshot -> lines
+    fingerprints: dict[str, int] = field(default_factory=dict)  # system_fingerprint -> lines
+    price_notes: int = 0         # lines priced otherwise than by their served snapshot (see their price_note)
 
     @classmethod
     def of(cls, records: list[CallRecord] | list[dict[str, Any]]) -> CallSummary:
@@ -79,6 +101,14 @@ class CallSummary:
             s.billed_usd += 0.0 if d["cache_hit"] else d["cost_usd"]
             s.latency_s += d["latency_s"]
             s.errors += 1 if d.get("error") else 0
+            s.cost_list_usd += d.get("cost_list_usd") or 0.0
+            s.cached_tokens += d.get("cached_tokens") or 0
+            s.reasoning_tokens += d.get("reasoning_tokens") or 0
+            if d.get("served_model"):
+                s.served[d["served_model"]] = s.served.get(d["served_model"], 0) + 1
+            if d.get("system_fingerprint"):
+                s.fingerprints[d["system_fingerprint"]] = s.fingerprints.get(d["system_fingerprint"], 0) + 1
+            s.price_notes += 1 if d.get("price_note") else 0
             st = s.by_stage.setdefault(d["stage"], {"calls": 0, "tokens": 0, "cost_usd": 0.0})
             st["calls"] += 1
             st["tokens"] += d["prompt_tokens"] + d["completion_tokens"]

@@ -24,6 +24,7 @@ from typing import Any
 from agentic_repro.harness.backbone import SAMPLING_KEYS, Backbone, BackboneError
 from agentic_repro.harness.cache import ResponseCache, cache_key
 from agentic_repro.harness.ledger import CallLog, CallRecord, flops_estimate
+from agentic_repro.harness.pricing import Price, PriceError, Usage, price_table
 from agentic_repro.harness.types import Completion, Message
 
 
@@ -38,6 +39,67 @@ class RunAborted(BackboneError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, kind="aborted", attempts=0)
+
+
+class BudgetStop(RunAborted):
+    """The run's (or the search's) dollar cap, ``runner.budgets.max_usd``, is reached: the run stops cleanly at a
+    call boundary (no request sent past it), keeping every finished problem; the unfinished ones resume later."""
+
+    def __init__(self, message: str) -> None:
+        BackboneError.__init__(self, message, kind="budget", attempts=0)
+
+
+class DollarCap:
+    """A hard limit on what the provider may bill one run or one search, shared by every client that spends for it.
+
+    Before a paid request: its worst case is reserved (the prompt at ~3 characters a token, plus ``n`` x
+    ``max_tokens`` of output, at the model's input/output rates); a request whose reservation does not fit under
+    the cap is not sent. After it: the reservation is settled at the request's bill, and a bill that reaches the cap
+    stops the run. ``spent`` starts at what earlier invocations of the run were billed (its calls.jsonl)."""
+
+    def __init__(self, max_usd: float, *, scope: str = "run", spent: float = 0.0) -> None:
+        if not max_usd > 0:
+            raise ValueError(f"runner.budgets.max_usd must be a positive number of dollars (got {max_usd!r})")
+        self.max_usd, self.scope = float(max_usd), scope
+        self.spent = float(spent)
+        self.reserved = 0.0
+        self.stopped: str | None = None
+        if self.spent >= self.max_usd:
+            self._stop(f"${self.spent:.4f} was billed before this invocation")
+
+    def _stop(self, why: str) -> None:
+        self.stopped = self.stopped or (f"the {self.scope}'s dollar cap runner.budgets.max_usd=${self.max_usd:g} "
+                                        f"is reached ({why})")
+
+    def check(self) -> None:
+        if self.stopped:
+            raise BudgetStop(self.stopped)
+
+    def reserve(self, usd: float) -> None:
+        self.check()
+        if self.spent + self.reserved + usd > self.max_usd:
+            self._stop(f"${self.spent:.4f} billed, ${self.reserved:.4f} in flight, the next request may cost "
+                       f"up to ${usd:.4f}")
+            self.check()
+        self.reserved += usd
+
+    def settle(self, reserved: float, billed: float) -> None:
+        self.reserved = max(0.0, self.reserved - reserved)
+        self.spent += billed
+        if self.spent >= self.max_usd:
+            self._stop(f"${self.spent:.4f} billed")
+
+    def summary(self) -> dict[str, Any]:
+        return {"max_usd": self.max_usd, "spent_usd": round(self.spent, 6), "stopped": self.stopped}
+
+
+def reservation_usd(price: Any, messages: list[Message], n: int, max_tokens: int | None) -> float:
+    """A paid request's worst case: its prompt at ~3 characters a token (an over-estimate for English and code)
+    plus ``n`` x ``max_tokens`` (4,096 when unset) of output, at the standard list rates."""
+    if price.free:
+        return 0.0
+    prompt = sum(len(str(m.get("content") or "")) for m in messages) // 3 + 4 * len(messages)
+    return price.cost(prompt, n * int(max_tokens or 4096))
 
 
 def model_identity(backbone: Any) -> str:
@@ -67,6 +129,7 @@ class LLMClient:
         self.model_identity = model_identity(backbone)
         self._adapters: dict[str, dict[str, Any]] = {}
         self.fail_fast_after = int(fail_fast_after or 0)
+        self.cap: DollarCap | None = None  # runner.budgets.max_usd (set by the runner or a search; None: no cap)
         self.backbone_calls = 0  # real requests sent, for benches and tests
         self.ok_calls = 0        # requests that returned completions
         self.failed_calls = 0    # requests that failed for good
@@ -148,6 +211,10 @@ class LLMClient:
             if self.fail_fast_after and self.ok_calls == 0 and self.failed_calls >= self.fail_fast_after:
                 raise RunAborted(f"{self.failed_calls} backbone calls failed and none succeeded "
                                  f"(first: {self.first_error})")
+            reserved = 0.0
+            if self.cap is not None:  # the dollar cap: this request's worst case must fit, or it is not sent
+                reserved = reservation_usd(self.backbone.price, messages, len(group), params.get("max_tokens"))
+                self.cap.reserve(reserved)
             self.backbone_calls += 1
             rid = f"{self._invocation}-{self.backbone_calls}"
             if call.journal is not None:
@@ -166,6 +233,8 @@ class LLMClient:
             except asyncio.CancelledError:
                 call.failure(time.perf_counter() - start, group[0], params, "cancelled: the run stopped while "
                              "this request was in flight", "cancelled", 1, None, rid)
+                if self.cap is not None:
+                    self.cap.settle(reserved, 0.0)
                 raise
             except Exception as exc:  # recorded, then raised to the method
                 self.failed_calls += 1
@@ -175,23 +244,31 @@ class LLMClient:
                 attempts = getattr(exc, "attempts", 1)
                 self.rate.add(list(getattr(exc, "retry_log", None) or []), getattr(exc, "limiter_wait_s", 0.0), 0,
                               1 if attempts is None else int(attempts), getattr(exc, "kind", None))
-                call.failure(time.perf_counter() - start, group[0], params, msg,
-                             getattr(exc, "kind", None) or type(exc).__name__,
-                             1 if attempts is None else int(attempts), list(getattr(exc, "retry_log", None) or []),
-                             rid)
+                billed = call.failure(time.perf_counter() - start, group[0], params, msg,
+                                      getattr(exc, "kind", None) or type(exc).__name__,
+                                      1 if attempts is None else int(attempts),
+                                      list(getattr(exc, "retry_log", None) or []), rid,
+                                      answered=getattr(exc, "answered", None))
+                if self.cap is not None:
+                    self.cap.settle(reserved, billed)
                 raise
         self.ok_calls += 1
         latency = res.latency_s / len(group)
+        billed = 0.0
         for j, (idx, comp) in enumerate(zip(group, comps)):  # the bill first: a failing cache loses no paid call
             first = j == 0
-            call.record(comp, latency, False, res.retries + 1 if first else 1, idx, per_sample[idx][0],
-                        res.retry_log if first else None, rid, key=per_sample[idx][1])
+            billed += call.record(comp, latency, False, res.retries + 1 if first else 1, idx, per_sample[idx][0],
+                                  res.retry_log if first else None, rid, key=per_sample[idx][1],
+                                  answered=getattr(res, "answered", None) if first else None)
         for idx, comp in zip(group, comps):
             # the prompt is stored with its reply (not in the key): the run viewer shows both from the ledger's key
             self.cache.put(per_sample[idx][1], {"completion": dict(comp.__dict__), "latency_s": latency,  # asdict: ~20 us more
                                                 "messages": [{"role": m["role"], "content": m["content"]}
                                                              for m in messages]})
             results[idx] = comp
+        if self.cap is not None:  # after the bill: a run whose bill reached the cap stops (this answer is kept)
+            self.cap.settle(reserved, billed)
+            self.cap.check()
 
 
 class RateStats:
@@ -244,26 +321,63 @@ class _Call:
         self.journal = owner if isinstance(owner, CallLog) else None
 
     def record(self, comp: Completion, latency: float, hit: bool, attempts: int, idx: int, params: dict[str, Any],
-               retry_log: list[str] | None = None, request: str | None = None, *, key: str | None = None) -> None:
+               retry_log: list[str] | None = None, request: str | None = None, *, key: str | None = None,
+               answered: list[Any] | None = None) -> float:
+        """Write the line; returns its bill (USD)."""
         bb = self.llm.backbone
         tokens = comp.prompt_tokens + comp.completion_tokens
+        usage = Usage.from_dict(comp.usage) or Usage(comp.prompt_tokens, comp.completion_tokens)
+        bill = price_line(bb.price, usage, comp.served_model, comp.service_tier)
+        retried = sum(price_line(bb.price, a.usage, a.served_model, a.service_tier).usd for a in answered or ())
+        dropped = sorted(k for k in getattr(bb, "not_sent", ()) if params.get(k) is not None) or None
         self.sink(CallRecord(
             run_id=self.llm.run_id, problem_id=self.problem_id, method=self.llm.method, stage=self.stage,
             model=bb.model, prompt_tokens=comp.prompt_tokens, completion_tokens=comp.completion_tokens,
             latency_s=round(latency, 4), cache_hit=hit, retries=max(0, attempts - 1),
-            cost_usd=bb.price.cost(comp.prompt_tokens, comp.completion_tokens),
-            flops=flops_estimate(bb.params, tokens), sample_index=idx, seed=params.get("seed"),
-            temperature=params.get("temperature"), time=time.time(), retry_log=retry_log or None,
-            finish_reason=comp.finish_reason, role=self.role, model_identity=self.llm.model_identity,
-            adapter=self.adapter, adapter_sha256=self.adapter_sha256, attempts=attempts, request=request, key=key))
+            cost_usd=bill.usd + retried, flops=flops_estimate(bb.params, tokens), sample_index=idx,
+            seed=params.get("seed"), temperature=params.get("temperature"), time=time.time(),
+            retry_log=retry_log or None, finish_reason=comp.finish_reason, role=self.role,
+            model_identity=self.llm.model_identity, adapter=self.adapter, adapter_sha256=self.adapter_sha256,
+            attempts=attempts, request=request, key=key, cost_list_usd=bb.price.list_cost(usage),
+            cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens + usage.cache_write_1h_tokens,
+            reasoning_tokens=usage.reasoning_tokens, served_model=comp.served_model,
+            system_fingerprint=comp.system_fingerprint, service_tier=bill.tier, priced_as=bill.priced_as,
+            price_note=bill.note, retried_billed_usd=retried, dropped_params=dropped))
+        return bill.usd + retried
 
     def failure(self, latency: float, idx: int, params: dict[str, Any], error: str, kind: str, attempts: int,
-                retry_log: list[str] | None, request: str | None) -> None:
+                retry_log: list[str] | None, request: str | None, answered: list[Any] | None = None) -> float:
         bb = self.llm.backbone
+        # a request that failed for good is on the bill for every reply the provider answered before it gave up
+        retried = sum(price_line(bb.price, a.usage, a.served_model, a.service_tier).usd for a in answered or ())
         self.sink(CallRecord(
             run_id=self.llm.run_id, problem_id=self.problem_id, method=self.llm.method, stage=self.stage,
             model=bb.model, prompt_tokens=0, completion_tokens=0, latency_s=round(latency, 4), cache_hit=False,
-            retries=max(0, attempts - 1), cost_usd=0.0, flops=None, sample_index=idx, seed=params.get("seed"),
+            retries=max(0, attempts - 1), cost_usd=retried, flops=None, sample_index=idx, seed=params.get("seed"),
             temperature=params.get("temperature"), time=time.time(), error=error[:500], retry_log=retry_log or None,
             role=self.role, model_identity=self.llm.model_identity, adapter=self.adapter,
-            adapter_sha256=self.adapter_sha256, attempts=attempts, error_kind=kind, request=request))
+            adapter_sha256=self.adapter_sha256, attempts=attempts, error_kind=kind, request=request,
+            cost_list_usd=0.0, retried_billed_usd=retried,
+            price_note="no usage: the provider's charge for this reply is unknown" if kind == "no_usage" else None))
+        return retried
+
+
+class LineBill:
+    """One line's price: ``usd`` at ``tier`` from the table entry ``priced_as`` (``note`` when not the served one)."""
+
+    __slots__ = ("note", "priced_as", "tier", "usd")
+
+    def __init__(self, usd: float, tier: str, priced_as: str | None, note: str | None) -> None:
+        self.usd, self.tier, self.priced_as, self.note = usd, tier, priced_as, note
+
+
+def price_line(requested: Price, usage: Usage, served_model: str | None, service_tier: str | None) -> LineBill:
+    """Price ``usage`` at the served snapshot's dated price and the tier the reply says it was served at."""
+    price, note = price_table().served(served_model, requested)
+    tier = service_tier if service_tier in ("batch", "flex") else "standard"
+    try:
+        usd = price.bill(usage, tier)
+    except PriceError as exc:  # an unpriced tier or token class: priced at standard text rates, and said so
+        usd = price.rates("standard").bill(Usage(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens))
+        note = f"{note + '; ' if note else ''}{exc}"
+    return LineBill(usd, tier, price.model, note)

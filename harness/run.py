@@ -58,6 +58,9 @@ def incomplete_message(metrics: dict) -> str:
         what = f"{selected - metrics.get('n', 0)} of {selected} problems have no answer"
     if metrics.get("aborted"):
         what += "; stopped early: every backbone call failed (runner.fail_fast_after)"
+    if metrics.get("budget_stop"):
+        what += f"; stopped: {metrics['budget_stop']}"
+        fix = "raise runner.budgets.max_usd (or set it to null)"
     return (f"run incomplete: {what}; fix: {fix}; then re-run the same command: answered problems are kept "
             "and the failed ones are retried")
 

@@ -31,7 +31,7 @@ from agentic_repro.harness.method import Method, build_method, check_requirement
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
 from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics, reasks_of
 from agentic_repro.harness.judge import role_configured as judge_role_configured
-from agentic_repro.harness.llm import LLMClient, RunAborted
+from agentic_repro.harness.llm import BudgetStop, DollarCap, LLMClient, RunAborted
 from agentic_repro.harness.lock import FolderLock
 from agentic_repro.harness.spec import backbone_dir
 from agentic_repro.harness.validate import validate_run_config
@@ -90,10 +90,13 @@ def solution_from_record(rec: dict[str, Any]) -> Solution:
 
 
 class Runner:
-    def __init__(self, spec: RunSpec, backbone: Any | None = None, servers: Any | None = None) -> None:
+    def __init__(self, spec: RunSpec, backbone: Any | None = None, servers: Any | None = None,
+                 dollar_cap: DollarCap | None = None) -> None:
         """``backbone`` overrides the configured ones (tests pass a scripted double here: one object for
         every role, or a dict from backbone config name to object); ``servers`` is the pool of embedded
-        model servers shared across runs."""
+        model servers shared across runs; ``dollar_cap`` a search's cap, shared by its runs (else
+        ``runner.budgets.max_usd`` makes the run's own)."""
+        self._dollar_cap = dollar_cap
         self.spec = spec
         self._backbone = backbone
         self._servers = servers
@@ -138,6 +141,8 @@ class Runner:
         self._done_scores = [float(r["score"]) for r in finished.values() if r["id"] in {t[0] for t in tasks}]
         try:
             await self._solve(problems, tasks, finished, ctx, writer)
+        except BudgetStop as exc:  # runner.budgets.max_usd: stopped at a call boundary, finished problems kept
+            self._budget_stop = str(exc)
         except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
             self._aborted = str(exc)
         finally:
@@ -221,6 +226,12 @@ class Runner:
                                             fail_fast_after=int(spec.runner_cfg.get("fail_fast_after", 3) or 0))
         llms = {name: clients[id(backbones[name])] for name in self.roles}
         self._clients = list(clients.values())  # harness.rate_limit: metrics.json's rate_limit, the progress line
+        max_usd = (spec.runner_cfg.get("budgets") or {}).get("max_usd")
+        self._cap = self._dollar_cap or (None if max_usd is None else DollarCap(
+            float(max_usd), spent=sum(float(r.get("cost_usd") or 0) for r in read_jsonl_tolerant(self.paths.calls)
+                                      if not r.get("cache_hit"))))
+        for client in self._clients:  # one cap for every client of the run (a search passes its own, shared)
+            client.cap = self._cap
         ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llms=llms,
                          benchmark=BenchmarkInfo.of(self.benchmark),
                          adapters={name: role.adapter for name, role in self.roles.items()},
@@ -463,6 +474,8 @@ class Runner:
         for err in (writer.ledger.error, writer.journal.error, getattr(getattr(self, "_cache", None), "write_error", None)):
             if err is not None:
                 raise err
+        if getattr(self, "_cap", None) is not None:  # a method that swallowed the cap's stop is not recorded
+            self._cap.check()
 
     # ---- progress and summary ------------------------------------------------------------------
     def _start_progress(self, total: int, done: int) -> None:
@@ -539,6 +552,10 @@ class Runner:
         metrics["rate_limit"] = {c.role: c.rate_summary() for c in getattr(self, "_clients", ())}
         if getattr(self, "_aborted", None):
             metrics["aborted"] = self._aborted
+        if getattr(self, "_cap", None) is not None:
+            metrics["budget"] = self._cap.summary()
+        if getattr(self, "_budget_stop", None):
+            metrics["budget_stop"] = self._budget_stop
         if resumed["lost_in_flight"] or resumed["interrupted_problems"]:
             print(f"resumed: {resumed['interrupted_problems']} problem(s) were interrupted by an earlier stop with "
                   f"{resumed['lost_in_flight']} request(s) in flight; that stop cost {resumed['rebought']} re-sent "

@@ -52,6 +52,10 @@ class Completion:
     finish_reason: str | None = None
     logprobs: list[dict[str, Any]] | None = None
     cached: bool = False
+    usage: dict[str, int] | None = None          # this choice's share of the reply's usage, every token class
+    served_model: str | None = None              # the reply's `model`: the snapshot that answered
+    system_fingerprint: str | None = None
+    service_tier: str | None = None              # as the reply says ("default", "flex", "batch", ...)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -136,6 +136,9 @@ def _check_runner(runner: dict[str, Any]) -> None:
     v = budgets.get("max_calls_per_problem")
     if v is not None and not (_is_int(v) and v >= 1):
         _fail("runner.budgets.max_calls_per_problem", v, "a positive integer, or null for no budget")
+    usd = budgets.get("max_usd")
+    if usd is not None and not (_is_num(usd) and usd > 0):
+        _fail("runner.budgets.max_usd", usd, "a positive number of dollars (the provider's bill), or null for no cap")
 
 
 def _check_backbones(cfg: dict[str, Any]) -> None:

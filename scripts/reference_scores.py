@@ -72,8 +72,14 @@ def backbone_config(backbone: str) -> dict[str, Any]:
 
 
 def is_priced(bb_cfg: dict[str, Any]) -> bool:
-    price = bb_cfg.get("price")
-    return isinstance(price, dict) and any(float(v or 0) > 0 for v in price.values())
+    return not _price(bb_cfg).free
+
+
+def _price(bb_cfg: dict[str, Any]) -> Any:
+    """The backbone's price as runs bill it (`price: table` = the dated table's price for its model)."""
+    from agentic_repro.harness.pricing import Price
+
+    return Price.from_config(bb_cfg.get("price", 0), str(bb_cfg.get("name")), model=bb_cfg.get("model"))
 
 
 def cells_for(backbone: str, cfg: dict[str, Any], bb_cfg: dict[str, Any]) -> tuple[list[Cell], list[str]]:
@@ -104,8 +110,8 @@ def cells_for(backbone: str, cfg: dict[str, Any], bb_cfg: dict[str, Any]) -> tup
 def cost_estimate(cells: list[Cell], cfg: dict[str, Any], bb_cfg: dict[str, Any]) -> tuple[float, list[str]]:
     """(USD, one line per cell): configured tokens per problem x problems x the backbone's price. Cached
     replies are counted as paid (an upper bound)."""
-    price = bb_cfg["price"]
-    pin, pout = float(price.get("input_per_1m") or 0) / 1e6, float(price.get("output_per_1m") or 0) / 1e6
+    price = _price(bb_cfg)
+    pin, pout = price.input_per_1m / 1e6, price.output_per_1m / 1e6
     table = cfg["api"]["tokens_per_problem"]
     n = int(cfg["api"]["sample"])
     total, lines = 0.0, []

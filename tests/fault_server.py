@@ -11,7 +11,15 @@ again and the whole sequence is reproducible regardless of arrival order.
 
 Faults: ``429`` (with Retry-After), ``500``, ``503``, ``hang`` (holds the connection past the client's
 timeout, then drops it), ``truncated_json`` (a 200 whose JSON body is cut), ``empty_choices``,
-``null_content``. The server is bounded: it stops by itself after ``max_seconds`` or ``max_requests``.
+``null_content``; on request only (not drawn by default): ``no_usage`` (a 200 without ``usage``).
+The server is bounded: it stops by itself after ``max_seconds`` or ``max_requests``.
+
+``billing=OpenAIBilling()`` makes it bill like OpenAI's chat-completions API documents: the requested model resolves
+to a dated snapshot (``model`` in the reply, with a ``system_fingerprint`` and ``service_tier``), an unknown model is
+a 404 ``model_not_found``, a reasoning model refuses ``max_tokens``/``temperature``/``top_p`` with a 400
+``unsupported_parameter`` and spends reasoning tokens, prompts of >= 1,024 tokens whose prefix was seen before are
+cached in 128-token steps (``prompt_tokens_details.cached_tokens``). The double keeps its own bill (``bill_usd``,
+one line per billed reply) from its own price list, independent of the harness's table.
 
 Stdlib only (asyncio streams, HTTP/1.1 keep-alive), so it runs wherever the tests run.
 """
@@ -30,6 +38,96 @@ from typing import Any
 from collections.abc import Callable
 
 FAULTS = ("429", "500", "503", "hang", "truncated_json", "empty_choices", "null_content")
+ON_REQUEST_FAULTS = ("no_usage",)  # never drawn unless named in kinds (keeps the seeded sequences of FAULTS)
+
+
+class OpenAIBilling:
+    """OpenAI's documented billing, as a double: snapshots, errors, prompt caching, reasoning tokens, its own bill.
+
+    Tokens are the double's own count (whitespace words of ``role: content`` per message plus 3 per message): the
+    harness never counts, it reads ``usage``. Prices (USD per 1M: input, cached input, output; batch halves all)
+    are this class's own list, so a harness that prices from its table is checked against an independent bill.
+    """
+
+    SNAPSHOTS = {"gpt-4o-mini": "gpt-4o-mini-2024-07-18", "gpt-4o-mini-2024-07-18": "gpt-4o-mini-2024-07-18",
+                 "o4-mini": "o4-mini-2025-04-16", "o4-mini-2025-04-16": "o4-mini-2025-04-16"}
+    PRICES = {"gpt-4o-mini-2024-07-18": (0.15, 0.075, 0.60), "o4-mini-2025-04-16": (1.10, 0.275, 4.40)}
+    REASONING = ("o4-mini-2025-04-16",)
+
+    def __init__(self, *, snapshots: dict[str, str] | None = None, prices: dict[str, tuple[float, float, float]] | None = None,
+                 fingerprint: str | None = None) -> None:
+        self.snapshots = {**self.SNAPSHOTS, **(snapshots or {})}
+        self.prices = {**self.PRICES, **(prices or {})}
+        self.fingerprint = fingerprint
+        self.prefixes: set[tuple[str, str]] = set()  # (snapshot, hash of a 1024 + 128k token prefix) seen
+        self.bill_usd = 0.0
+        self.lines: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []  # every body received (for checks of what was sent)
+
+    @staticmethod
+    def tokens(messages: list[dict[str, Any]]) -> list[str]:
+        out: list[str] = []
+        for m in messages:
+            out += [f"<{m.get('role')}>", *str(m.get("content", "")).split(), "<end>", "<sep>"]
+        return out
+
+    def reject(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+        """OpenAI's 4xx for a request it refuses (error body as documented: message, type, param, code)."""
+        self.requests.append(body)
+        model = str(body.get("model"))
+        snap = self.snapshots.get(model)
+        if snap is None:
+            return 404, {"error": {"message": f"The model `{model}` does not exist or you do not have access to it.",
+                                   "type": "invalid_request_error", "param": None, "code": "model_not_found"}}
+        if snap in self.REASONING:
+            if "max_tokens" in body:
+                return 400, {"error": {"message": "Unsupported parameter: 'max_tokens' is not supported with this "
+                                                  "model. Use 'max_completion_tokens' instead.",
+                                       "type": "invalid_request_error", "param": "max_tokens",
+                                       "code": "unsupported_parameter"}}
+            for key in ("temperature", "top_p"):
+                if key in body and body[key] != 1:
+                    return 400, {"error": {"message": f"Unsupported value: '{key}' does not support {body[key]} with "
+                                                      "this model. Only the default (1) value is supported.",
+                                           "type": "invalid_request_error", "param": key, "code": "unsupported_value"}}
+        return None
+
+    def usage(self, body: dict[str, Any], texts: list[str]) -> tuple[str, dict[str, Any]]:
+        """(snapshot, usage) of an answered request; the prefix cache learns the prompt after it is priced."""
+        snap = self.snapshots[str(body.get("model"))]
+        toks = self.tokens(body.get("messages") or [])
+        cached = 0
+        steps = [k for k in range(1024, len(toks) + 1, 128)]
+        digests = {k: hashlib.sha256(" ".join(toks[:k]).encode()).hexdigest() for k in steps}
+        for k in steps:
+            if (snap, digests[k]) in self.prefixes:
+                cached = k
+        visible = sum(len(t.split()) for t in texts)
+        reasoning = (64 + len(toks) % 100) * len(texts) if snap in self.REASONING else 0
+        usage = {"prompt_tokens": len(toks), "completion_tokens": visible + reasoning,
+                 "total_tokens": len(toks) + visible + reasoning,
+                 "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+                 "completion_tokens_details": {"reasoning_tokens": reasoning, "audio_tokens": 0,
+                                               "accepted_prediction_tokens": 0, "rejected_prediction_tokens": 0}}
+        return snap, usage
+
+    def learn(self, snap: str, body: dict[str, Any]) -> None:
+        toks = self.tokens(body.get("messages") or [])
+        for k in range(1024, len(toks) + 1, 128):
+            self.prefixes.add((snap, hashlib.sha256(" ".join(toks[:k]).encode()).hexdigest()))
+
+    def charge(self, snap: str, usage: dict[str, Any], tier: str = "default") -> float:
+        inp, cached_in, out = self.prices[snap]
+        cached = usage["prompt_tokens_details"]["cached_tokens"]
+        usd = ((usage["prompt_tokens"] - cached) * inp + cached * cached_in + usage["completion_tokens"] * out) / 1e6
+        if tier in ("batch", "flex"):
+            usd *= 0.5
+        self.bill_usd += usd
+        self.lines.append({"model": snap, "usage": usage, "usd": usd, "tier": tier})
+        return usd
+
+    def fingerprint_of(self, snap: str) -> str:
+        return self.fingerprint or "fp_" + hashlib.sha256(snap.encode()).hexdigest()[:10]
 
 
 def default_answer(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
@@ -56,10 +154,11 @@ class FaultServer:
     def __init__(self, *, rate: float = 0.0, seed: int = 0, kinds: tuple[str, ...] = FAULTS, delay_s: float = 0.0,
                  retry_after_s: float = 0.2, hang_s: float = 3.0, max_seconds: float = 300.0,
                  max_requests: int = 20_000, answer: Callable[[list[dict[str, Any]], dict[str, Any]], str] = default_answer,
-                 port: int = 0, fail_all: str | None = None) -> None:
-        unknown = set(kinds) - set(FAULTS)
+                 port: int = 0, fail_all: str | None = None, billing: OpenAIBilling | None = None) -> None:
+        unknown = set(kinds) - set(FAULTS) - set(ON_REQUEST_FAULTS)
         if unknown:
-            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS}")
+            raise ValueError(f"unknown fault kinds {sorted(unknown)}; known: {FAULTS + ON_REQUEST_FAULTS}")
+        self.billing = billing
         self.rate, self.seed, self.kinds = rate, seed, tuple(kinds)
         self.delay_s, self.retry_after_s, self.hang_s = delay_s, retry_after_s, hang_s
         self.max_seconds, self.max_requests = max_seconds, max_requests
@@ -159,8 +258,8 @@ class FaultServer:
     @staticmethod
     async def _send(writer: asyncio.StreamWriter, status: int, payload: bytes, extra: dict[str, str] | None = None,
                     content_length: int | None = None) -> None:
-        reason = {200: "OK", 404: "Not Found", 429: "Too Many Requests", 500: "Internal Server Error",
-                  503: "Service Unavailable"}.get(status, "Error")
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error", 503: "Service Unavailable"}.get(status, "Error")
         head = [f"HTTP/1.1 {status} {reason}", "Content-Type: application/json",
                 f"Content-Length: {len(payload) if content_length is None else content_length}"]
         head += [f"{k}: {v}" for k, v in (extra or {}).items()]
@@ -188,6 +287,11 @@ class FaultServer:
         try:
             body = json.loads(raw or b"{}")
             key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
+            refused = self.billing.reject(body) if self.billing is not None else None
+            if refused is not None:  # a request the provider refuses is not billed
+                self.log.append((time.time(), key, f"http_{refused[0]}"))
+                await self._send(writer, refused[0], json.dumps(refused[1]).encode())
+                return True
             fault = self._decide(key)
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
@@ -207,6 +311,11 @@ class FaultServer:
                 reply["choices"] = []
             elif fault == "null_content":
                 reply["choices"][0]["message"]["content"] = None
+            if self.billing is not None:  # every reply generated is billed (null content too), as the provider does
+                self.billing.charge(reply["model"], reply["usage"], reply["service_tier"])
+                self.billing.learn(reply["model"], body)
+            if fault == "no_usage":
+                reply.pop("usage")
             payload = json.dumps(reply).encode()
             if fault == "truncated_json":
                 await self._send(writer, 200, payload[: len(payload) // 2])
@@ -222,6 +331,14 @@ class FaultServer:
         messages = body.get("messages") or []
         n = int(body.get("n") or 1)
         texts = [self.answer(messages, {**body, "seed": (body.get("seed") or 0) + i}) for i in range(n)]
+        choices = [{"index": i, "finish_reason": "stop", "logprobs": None,
+                    "message": {"role": "assistant", "content": t, "refusal": None}} for i, t in enumerate(texts)]
+        if self.billing is not None:
+            snap, usage = self.billing.usage(body, texts)
+            return {"id": f"chatcmpl-{self.received}", "object": "chat.completion", "created": int(time.time()),
+                    "model": snap, "choices": choices, "usage": usage,
+                    "service_tier": "flex" if body.get("service_tier") == "flex" else "default",
+                    "system_fingerprint": self.billing.fingerprint_of(snap)}
         prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages)
         completion = sum(len(t.split()) for t in texts)
         return {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),

@@ -49,7 +49,8 @@ def rec(**kw) -> CallRecord:
 def test_call_summary_totals_by_stage_and_by_role_exactly():
     assert CallSummary().to_dict() == {"calls": 0, "backbone_calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                        "cost_usd": 0.0, "billed_usd": 0.0, "latency_s": 0.0, "errors": 0,
-                                       "by_stage": {}, "by_role": {}}
+                                       "by_stage": {}, "by_role": {}, "cost_list_usd": 0.0, "cached_tokens": 0,
+                                       "reasoning_tokens": 0, "served": {}, "fingerprints": {}, "price_notes": 0}
     assert rec().attempts == 1 and rec().error is None
     rows = [rec(), rec(cache_hit=True, stage="verify", role="critic", flops=None, latency_s=0.0),
             rec(prompt_tokens=0, completion_tokens=0, cost_usd=0.0, error="boom", role="critic", flops=None).to_dict()]
