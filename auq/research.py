@@ -174,5 +174,6 @@ class ResearchAUQ:
                  "closed_book": not has_search, "no_search_tool": not has_search, "rounds": done,
                  "queries": [q for r in done for q in r["queries"]],
                  "system2_triggers": sum(bool(r["auq"]["system2"]) for r in done),
+                 "fallback_plans": sum(bool(r["fallback_plan"]) for r in done),   # rounds researching the task text
                  "missing_confidence_rounds": sum(r["confidence"] is None for r in done)}
         return Solution(report, confidence=done[-1]["confidence"], trace=trace)

@@ -133,6 +133,20 @@ def reasks_text(r: dict[str, Any]) -> str:
     return text
 
 
+def fell_back(p: dict[str, Any]) -> bool:
+    """Whether the task's research plan fell back to the task text as the one query (the planner's reply had no
+    usable plan): the research agent's ``trace.fallback_plan``, AUQ's ``trace.fallback_plans`` or a round's
+    ``fallback_plan``."""
+    t = p.get("trace") or {}
+    rounds = t.get("rounds") if isinstance(t.get("rounds"), list) else []
+    return bool(t.get("fallback_plan") or t.get("fallback_plans")
+                or any(isinstance(r, dict) and r.get("fallback_plan") for r in rounds))
+
+
+def fallback_plans(agg: Agg) -> int:
+    return sum(1 for p in answered(agg) if fell_back(p))
+
+
 def judge_models(agg: Agg) -> list[str]:
     got = set()
     for r in agg.runs:
@@ -184,7 +198,9 @@ def protocol_line(agg: Agg, row: dict[str, Any]) -> tuple[str, list[str]]:
              compare("article cleaning", ["yes" if v else "no" for v in bench_cfg(agg, "clean_articles")],
                      "yes" if pp["clean_articles"] else "no"),
              compare("judge attempts", bench_cfg(agg, "judge", "max_attempts"), pp["judge_attempts"]),
-             reasks_text(judge_reasks(agg))]
+             reasks_text(judge_reasks(agg)),
+             f"plan fell back to the task text on {fallback_plans(agg)} of {len(answered(agg))} tasks"
+             if fallback_plans(agg) else ""]
     if row["role"] == "auq":
         for k in ("tau", "n_paths", "max_refinements", "temperature"):
             parts.append(compare({"n_paths": "N", "max_refinements": "D", "temperature": "T(System 2)"}.get(k, "τ"),
@@ -259,7 +275,7 @@ def build_table3(root: Path, backbone: str) -> tuple[Table, list[dict[str, Any]]
         t.rows.append([Cell(proto + ("; closed-book: reports written without evidence, NOT the paper's "
                                      "measurement" if cb else "")), *[""] * (len(cols) - 1)])
         records.append({**rec, "status": "ok", "overall": agg.mean, "n": n, "closed_book": cb, "protocol": proto,
-                        "judge_reasks": judge_reasks(agg)["reasks"],
+                        "judge_reasks": judge_reasks(agg)["reasks"], "fallback_plans": fallback_plans(agg),
                         **{d: dims[d][0] for d in DIMENSIONS}, "delta_withheld": ";".join(withhold)})
     for pr in EXP["paper"]["rows"]:
         t.rows.append([pr["label"], fmt(pr["overall"], 2), *[fmt(pr["dims"].get(d), 2) if d in pr["dims"] else
@@ -353,7 +369,7 @@ def figure2(root: Path, backbone: str, out_dir: Path) -> tuple[list[Path], dict[
 # ---- writing and running ------------------------------------------------------------------------------------
 
 T3_FIELDS = ["backbone", "row", "method", "status", "overall", *DIMENSIONS, "n", "closed_book", "delta_withheld",
-             "judge_reasks", "protocol", "sources"]
+             "judge_reasks", "fallback_plans", "protocol", "sources"]
 
 
 def write_all(root: Path, backbone: str | None = None) -> dict[str, Any]:

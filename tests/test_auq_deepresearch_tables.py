@@ -139,3 +139,24 @@ def test_a_judge_that_does_not_score_the_reference_is_asked_again_never_read_as_
     cell = next(r for r in t.rows if r[0] == "AUQ (Dual) on the stand-in" or getattr(r[0], "text", None)
                 == "AUQ (Dual) on the stand-in")[1]
     assert cell.startswith("incomplete 0/2, 2 errors") and "judge re-asks 20 (missing_reference 20)" in cell
+
+
+def test_a_plan_that_fell_back_to_the_task_text_is_counted_in_both_rows_and_flagged_in_the_viewer(tmp_path,
+                                                                                                   monkeypatch):
+    """Issue 29 item 8: a planner reply with no usable plan researches the task text itself; that was recorded
+    nowhere (the research agent) or only inside AUQ's rounds, so the viewer's fallback filter and Table 3 missed it."""
+    from agentic_repro.viewer import data as vdata
+
+    results = tmp_path / "results"
+    no_plan = lambda k, d: "I would research several things. <confidence>0.99</confidence>"
+    scripted_run(tmp_path / "a", monkeypatch, results, "deep_research", Agent("   "), judge_script(lambda p: 6),
+                 corpus=False, evidence="closed_book")
+    scripted_run(tmp_path / "b", monkeypatch, results, "auq_deep_research", Agent("no plan either", no_plan),
+                 judge_script(lambda p: 6), corpus=False, evidence="closed_book")
+    t = tables.write_all(results, "scripted")["data"]["scripted"]["table"]
+    protos = [r[0].text for r in t.rows if hasattr(r[0], "text") and r[0].text.startswith("↳ protocol")]
+    assert all("plan fell back to the task text on 2 of 2 tasks" in p for p in protos), protos
+    recs = list(csv.DictReader((results / "auq-report" / "table3-scripted.csv").open()))
+    assert [r["fallback_plans"] for r in recs if r["method"] != "paper"][:2] == ["2", "2"]
+    runs = vdata.find_runs(results / "auq-deepresearch")
+    assert len(runs) == 2 and all(r["fallback"] for run_ in runs for r in vdata.problem_rows(run_))

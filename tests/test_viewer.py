@@ -14,7 +14,7 @@ import pytest
 
 from agentic_repro.harness.results import read_jsonl_tolerant
 from agentic_repro.harness.types import Completion
-from tests.conftest import make_spec, run
+from tests.conftest import EchoBenchmark, make_spec, run
 from tests.doubles import ScriptedBackbone
 from agentic_repro.viewer import cli, data, methods, site
 
@@ -351,3 +351,154 @@ def test_a_damaged_file_is_named_on_the_run_page_not_skipped(tmp_path: Path, tin
     assert run_.status == "no metrics" and run_.notes and run_.notes[0].startswith("metrics.json could not be read")
     site.build([tmp_path / "results"], tmp_path / "site", quiet=True)
     assert "metrics.json could not be read" in (tmp_path / "site" / "runs" / run_.id / "index.html").read_text()
+
+
+# ---- issue 29: what the numbers cover, judge re-asks, graded scores ---------------------------------------------
+
+def right_from_4(messages, sampling):
+    """Right on p4..p7 only (the tiny benchmark's question i is "What is i+i?")."""
+    i = int(re.search(r"What is (\d+)\+", messages[-1]["content"]).group(1))
+    return f"ANSWER: {2 * i}" if i >= 4 else "ANSWER: -1"
+
+
+def test_a_folder_rerun_at_a_smaller_limit_shows_only_what_metrics_json_covers(tmp_path: Path, tiny_data: Path):
+    """Issue 29 item 5: run at limit 8 (right on p4..p7: 50%), re-run in the same folder at limit 4 (0%). The
+    viewer printed metrics.json's 0.0% beside the interval of all 8 predictions ([21.5, 78.5]) and listed 8."""
+    io_run(tmp_path, right_from_4, limit=8)
+    spec, metrics, _ = io_run(tmp_path, right_from_4, limit=4)
+    assert metrics["score_pct"] == 0.0 and metrics["ids"] == ["p0", "p1", "p2", "p3"]
+    (run_,) = data.find_runs(tmp_path / "results")
+    s = run_.summary()
+    assert (s["status"], s["score_pct"], s["n"], s["source"]) == ("complete", 0.0, 4, "metrics.json")
+    assert s["interval"] == [0.0, 49.0]                                      # Wilson 0/4, not 4/8's [21.5, 78.5]
+    rows = data.problem_rows(run_)
+    assert [r["id"] for r in rows if r["covered"]] == ["p0", "p1", "p2", "p3"]
+    assert [r["id"] for r in rows if not r["covered"]] == ["p4", "p5", "p6", "p7"]
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert "0.0% [0.0, 49.0]" in page and "21.5" not in page and "<h2>Problems <small>4</small>" in page
+    assert "4 more problem(s) in predictions.jsonl that metrics.json does not cover" in page
+    js = (out / "runs" / run_.id / "problems.js").read_text()
+    assert len(json.loads(js.split("] = ", 1)[1].rsplit(";", 1)[0])["rows"]) == 4   # the comparison reads the same 4
+    # a run that did not record its ids (before issue 29): no interval rather than another selection's
+    m = json.loads((spec.out_dir / "metrics.json").read_text())
+    del m["ids"]
+    (spec.out_dir / "metrics.json").write_text(json.dumps(m))
+    s = data.find_runs(tmp_path / "results")[0].summary()
+    assert s["score_pct"] == 0.0 and s["interval"] is None and "did not record which" in s["covers"]
+
+
+KILLED_CHILD = """
+import sys
+from pathlib import Path
+from tests.doubles import ScriptedBackbone
+from tests.test_viewer import io_run, right_from_4
+io_run(Path(sys.argv[1]), right_from_4, limit=8,
+       backbone=ScriptedBackbone(right_from_4, max_concurrency=1, delay_s=0.2))
+"""
+
+
+def test_a_resume_killed_midway_is_running_stale_with_its_own_counts(tmp_path: Path, tiny_data: Path):
+    """Issue 29 item 5: a run complete at limit 4, resumed at limit 8 and SIGKILLed after 6 predictions: the viewer
+    said ``complete`` with metrics.json's 4 over 6 listed problems. Now: running/stale, its own count over the 6
+    (p4, p5 right: 2/6), of the 8 selected, and metrics.json's totals not shown as this invocation's."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    spec, _, _ = io_run(tmp_path, right_from_4, limit=4)
+    preds = spec.out_dir / "predictions.jsonl"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(tmp_path)], env=env,
+                             cwd=Path(__file__).resolve().parents[1])
+    try:
+        deadline = time.time() + 120
+        while len(read_jsonl_tolerant(preds)) < 6 and time.time() < deadline and child.poll() is None:
+            time.sleep(0.02)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert len(read_jsonl_tolerant(preds)) == 6, "the child was not killed midway"
+    (run_,) = data.find_runs(tmp_path / "results")
+    s = run_.summary()
+    assert s["status"] == "running/stale" and s["source"] == "predictions.jsonl (own count)"
+    assert (s["n"], s["selected"], s["n_errors"]) == (6, 8, 0) and s["score_pct"] == pytest.approx(100 * 2 / 6)
+    assert s["interval"] == [9.7, 70.0] and s["cost_usd"] is None              # Wilson 2/6
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    index = (out / "index.html").read_text()
+    assert '<span class="status running-stale"' in index and 'class="status complete"' not in index
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert "33.3% [9.7, 70.0]" in page and "6 answered of 8 selected" in page and "running or killed" in page
+
+
+class F1Benchmark(EchoBenchmark):
+    """The tiny benchmark scored by token F1 (graded, as HotpotQA/DROP are)."""
+
+    async def score(self, text: str, problem):
+        from agentic_repro.evaluators.text_f1 import token_f1
+        from agentic_repro.harness.types import Score
+
+        pred, rule = self.extract(text, problem)
+        return Score(token_f1(pred or "", f"{problem.gold} apples"), pred, {"rule": rule})
+
+
+def f1_run(tmp_path: Path, script, seed: int):
+    spec = spec_of(tmp_path, IO, limit=2, seed=seed)
+    spec.benchmark_cfg = {**spec.benchmark_cfg, "kind": "tests.test_viewer.F1Benchmark", "metric": "f1"}
+    spec.full_config["benchmark"] = spec.benchmark_cfg
+    return run(spec, ScriptedBackbone(script))
+
+
+def test_a_graded_score_is_higher_or_lower_never_wrong(tmp_path: Path, tiny_data: Path):
+    """Issue 29 item 8: an F1 of 0.8 was "wrong" (score < 1) on the run page, and a pair 0.8 vs 0.33 "both wrong"
+    on the compare page. Graded runs have no right/wrong rows: the compare page reads which is higher."""
+    f1_run(tmp_path, lambda m, s: "ANSWER: 0 apples" if "0+0" in m[-1]["content"] else "ANSWER: 2 apples x y", 1)
+    (run_,) = data.find_runs(tmp_path / "results")
+    rows = {r["id"]: r for r in data.problem_rows(run_)}
+    assert rows["p0"]["score"] == 1.0 and 0 < rows["p1"]["score"] < 1
+    assert run_.summary()["graded"] and not rows["p1"]["wrong"] and rows["p1"]["below"]
+    assert not rows["p0"]["right"] and not rows["p0"]["wrong"]
+    out = tmp_path / "site"
+    site.build([tmp_path / "results"], out, quiet=True)
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert 'value="below"> below full score' in page and 'value="wrong"' not in page
+
+
+def test_the_run_page_shows_judge_reasks_and_answers_scored_without_a_reference(tmp_path: Path, monkeypatch):
+    """Issue 29 item 7: RACE replies asked again (by why) per run and per problem; an answer judged before RACE 4
+    from a reply that did not score the reference (the release's reference 0) is counted and flagged."""
+    from agentic_repro.evaluators.deepresearch import DeepResearchBench, parse_race_json, race_scores
+    from tests.test_auq_deepresearch import PLAN_A, Agent, reply
+    from tests.test_auq_deepresearch_tables import reference_judge, scripted_run
+
+    results = tmp_path / "results"
+    scripted_run(tmp_path / "a", monkeypatch, results, "deep_research", Agent(reply(PLAN_A, 0.99)),
+                 reference_judge(3, lambda attempt: attempt >= 1), corpus=False, evidence="closed_book")
+    (run_,) = data.find_runs(results)
+    assert run_.summary()["judge"] == {"reasks": 2, "rejected": {"missing_reference": 2},
+                                       "scored_without_reference": 0}
+    assert all(r["reasks"] == 1 and r["rejected"] == ["missing_reference"] for r in data.problem_rows(run_))
+    out = tmp_path / "site"
+    site.build([results], out, quiet=True)
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert "2 replies asked again (missing_reference 2)" in page and "judge re-asked ×1" in page
+    assert "judge re-asks 2" in (out / "index.html").read_text()
+
+    # a folder judged by RACE 3 (the release's reading: a reply without reference scores was a judgement)
+    old = tmp_path / "old"
+    def race3(self, text, problem):   # RACE 3: usable unless unparsed, off-scale or 0/0
+        race = race_scores(parse_race_json(text), problem.fields["criteria"])
+        return race, None if race["overall"] is not None and not race["off_scale"] else "no_score"
+    monkeypatch.setattr(DeepResearchBench, "_race_reading", race3)
+    scripted_run(tmp_path / "b", monkeypatch, old, "deep_research", Agent(reply(PLAN_A, 0.99)),
+                 reference_judge(3, lambda attempt: False), corpus=False, evidence="closed_book")
+    (run_,) = data.find_runs(old)
+    assert run_.summary()["score_pct"] == 100.0 and run_.summary()["judge"]["scored_without_reference"] == 2
+    assert all(r["no_reference"] for r in data.problem_rows(run_))
+    out = tmp_path / "site-old"
+    site.build([old], out, quiet=True)
+    page = (out / "runs" / run_.id / "index.html").read_text()
+    assert "2 answer(s) scored from a reply that did not score the reference" in page and "no reference score" in page

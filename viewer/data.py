@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sqlite3
 from dataclasses import dataclass, field
@@ -54,6 +55,7 @@ class Run:
     metrics: dict[str, Any] | None
     meta: dict[str, Any] | None
     notes: list[str] = field(default_factory=list)   # files that could not be read, said on the page
+    _reading: Reading | None = field(default=None, repr=False, compare=False)
 
     @property
     def id(self) -> str:
@@ -106,34 +108,166 @@ class Run:
 
     @property
     def status(self) -> str:
-        """``complete`` | ``errors`` (some problems errored) | ``incomplete`` | ``no metrics`` (running or killed)."""
-        m = self.metrics
-        if m is None:
-            return "no metrics"
-        if m.get("n_errors"):
-            return "errors"
-        return "complete" if m.get("complete") else "incomplete"
+        """``complete`` | ``errors`` (some problems errored) | ``incomplete`` | ``running/stale`` (an invocation
+        started after metrics.json was written has not finished: running, or killed) | ``no metrics``."""
+        return self.reading().status
+
+    def reading(self) -> Reading:
+        """What the run's numbers cover (:func:`read_run`), read once."""
+        if self._reading is None:
+            self._reading = read_run(self)
+        return self._reading
 
     def summary(self) -> dict[str, Any]:
         m = self.metrics or {}
         totals = m.get("totals") or {}
-        iv = score_interval(self) if self.metrics is not None else None  # no score yet: no interval either
+        r = self.reading()
         return {"id": self.id, "rel": self.rel, "experiment": self.experiment, "benchmark": self.benchmark,
                 "split": self.split, "method": self.method, "backbone": self.backbone, "seed": self.seed,
-                "roles": self.roles, "score_pct": m.get("score_pct"), "interval": iv,
-                "metric": m.get("metric"), "n": m.get("n"), "selected": m.get("selected"),
-                "n_errors": m.get("n_errors"), "cost_usd": totals.get("cost_usd"), "calls": totals.get("calls"),
-                "status": self.status}
+                "roles": self.roles, "score_pct": r.score_pct, "interval": r.interval,
+                "metric": m.get("metric"), "n": r.n, "selected": r.selected, "n_errors": r.n_errors,
+                "cost_usd": totals.get("cost_usd") if r.from_metrics else None,
+                "calls": totals.get("calls") if r.from_metrics else None,
+                "status": r.status, "source": r.source, "covers": r.note, "graded": r.graded,
+                "judge": r.judge}
 
 
-def score_interval(run: Run) -> list[float] | None:
-    """The 95% interval of the score in percent, as Table 1 computes a cell (Wilson for 0/1 scores, else t)."""
+@dataclass
+class Reading:
+    """The numbers the viewer shows for a run and exactly what they cover.
+
+    ``from_metrics``: the numbers are metrics.json's (written by the run's latest invocation) over ``ids``;
+    else (``running/stale``, ``no metrics``) they are the viewer's own count over the problems listed. ``ids``:
+    the problems the numbers cover, in the order they were first written (None: metrics.json does not say which,
+    so no interval is shown). ``note``: one line saying what is covered when it is not simply every problem
+    listed."""
+
+    status: str
+    source: str
+    from_metrics: bool
+    ids: list[str] | None
+    score_pct: float | None
+    interval: list[float] | None
+    n: int | None
+    selected: int | None
+    n_errors: int | None
+    note: str | None
+    graded: bool             # some answered score lies strictly between 0 and 1 (F1, RACE): no right/wrong
+    judge: dict[str, Any]    # judge replies asked again (``reasks``, ``rejected`` by why); old RACE answers
+                             # scored without a reference (``scored_without_reference``)
+
+
+def _finite(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and math.isfinite(v) else None
+
+
+def invocation_finished(run: Run) -> bool:
+    """Whether the run's latest invocation ended (meta.json's ``ended``, written right after metrics.json). An
+    invocation writes meta.json without ``ended`` when it starts, so a running or killed one leaves it unset and
+    a metrics.json in the folder is an earlier invocation's. A folder without meta.json: nothing says otherwise."""
+    meta = run.meta
+    if not isinstance(meta, dict) or "started" not in meta:
+        return True
+    ended, started = meta.get("ended"), meta.get("started")
+    return isinstance(ended, (int, float)) and (not isinstance(started, (int, float)) or ended >= started)
+
+
+def recorded_ids(doc: dict[str, Any] | None) -> list[str] | None:
+    """The record ids a run recorded in ``doc``: meta.json's ``ids`` (the selection of the latest invocation,
+    written when it starts) or metrics.json's (what its numbers cover); None for runs made before issue 29."""
+    ids = doc.get("ids") if isinstance(doc, dict) else None
+    return [str(i) for i in ids] if isinstance(ids, list) else None
+
+
+def stale_reason(run: Run) -> str | None:
+    """Why metrics.json does not describe the run's current selection, or None: an invocation started after it and
+    has not ended (running, or killed), or the selection changed since (meta.json's ids are not metrics.json's)."""
+    if run.metrics is not None and not invocation_finished(run):
+        return "running or killed (meta.json: started, not ended)"
+    now, covered = recorded_ids(run.meta), recorded_ids(run.metrics)
+    if run.metrics is not None and now is not None and covered is not None and set(now) != set(covered):
+        return "re-run with another selection (meta.json's ids are not metrics.json's)"
+    if run.metrics is None and not invocation_finished(run):
+        return "running or killed (meta.json: started, not ended; no metrics.json yet)"
+    return None
+
+
+def _scores(problems: list[dict[str, Any]]) -> list[float]:
+    return [float(p["score"]) for p in problems
+            if p.get("status") == "ok" and isinstance(p.get("score"), (int, float)) and math.isfinite(p["score"])]
+
+
+def judge_counts(problems: list[dict[str, Any]]) -> dict[str, Any]:
+    """Judge replies asked again over ``problems`` (by why) and the answers scored from a RACE reply that did not
+    score the reference (recorded before RACE 4: the release's reference 0)."""
+    rejected: dict[str, int] = {}
+    no_reference = 0
+    for p in problems:
+        j = p.get("judge")
+        if not isinstance(j, dict):
+            continue
+        for why in j.get("rejected") or []:
+            rejected[why] = rejected.get(why, 0) + 1
+        race = j.get("race") or {}
+        if p.get("status") == "ok" and (race.get("missing_reference") or race.get("reference_zeroed")):
+            no_reference += 1
+    return {"reasks": sum(rejected.values()), "rejected": dict(sorted(rejected.items())),
+            "scored_without_reference": no_reference}
+
+
+def read_run(run: Run) -> Reading:
+    """The run's numbers and what they cover (issue 29 item 5: never metrics.json's score beside an interval or a
+    problem list of other predictions, never ``complete`` over a run that is still going or was killed).
+
+    - metrics.json describes the current selection: its score, n and status, over the ids it covers (recorded,
+      or every problem listed when their count is metrics.json's n + errors); an interval only over those ids;
+      another selection's records in predictions.jsonl are listed apart;
+    - it does not (:func:`stale_reason`: running, killed, re-run): ``running/stale``, with the viewer's own count
+      over the current selection's records (meta.json's ids; every record for runs that did not record them);
+    - no metrics.json and no invocation under way: ``no metrics``, no score."""
     from agentic_repro.scripts.stats import interval
 
-    values = [100.0 * float(p["score"]) for p in problems_of(run).values()
-              if p.get("status") == "ok" and isinstance(p.get("score"), (int, float))]
-    iv = interval(values)
-    return None if iv is None else [round(iv.low, 1), round(iv.high, 1)]
+    def ci(values: list[float]) -> list[float] | None:
+        iv = interval([100.0 * v for v in values])
+        return None if iv is None else [round(iv.low, 1), round(iv.high, 1)]
+
+    latest = problems_of(run)
+    graded = any(0.0 < s < 1.0 for s in _scores(list(latest.values())))
+    m = run.metrics
+    stale = stale_reason(run)
+    if m is not None and stale is None:
+        ids = recorded_ids(m)
+        counted = int(m.get("n") or 0) + int(m.get("n_errors") or 0)
+        note = None
+        if ids is None and counted == len(latest):
+            ids = list(latest)
+        elif ids is None:
+            note = (f"metrics.json covers {counted} problems; predictions.jsonl holds {len(latest)} (another "
+                    "selection's too) and this run did not record which are covered: no interval")
+        elif set(ids) != set(latest):
+            note = (f"metrics.json covers {len(ids)} problems (this selection); predictions.jsonl holds "
+                    f"{len(latest)}: the others are an earlier selection's, listed apart")
+        covered = [latest[i] for i in ids if i in latest] if ids is not None else list(latest.values())
+        status = "errors" if m.get("n_errors") else "complete" if m.get("complete") else "incomplete"
+        return Reading(status, "metrics.json", True, ids, _finite(m.get("score_pct")),
+                       ci(_scores(covered)) if ids is not None else None, m.get("n"), m.get("selected"),
+                       m.get("n_errors"), note, graded, judge_counts(covered))
+    if stale is None:  # no metrics.json and no invocation under way (no meta.json, or its metrics.json was removed)
+        return Reading("no metrics", "none", False, None, None, None, None, None, None, None, graded,
+                       judge_counts(list(latest.values())))
+    # running, killed or re-run: the viewer's own count over the current selection, never metrics.json's numbers
+    now = recorded_ids(run.meta)
+    ids = now if now is not None else list(latest)
+    problems = [latest[i] for i in ids if i in latest]
+    values = _scores(problems)
+    data = run.meta.get("data") if isinstance(run.meta, dict) else None
+    selected = len(now) if now is not None else data.get("selected") if isinstance(data, dict) else None
+    note = (f"{stale}: the viewer's own count over the {len(problems)} problems of this selection in "
+            "predictions.jsonl" + (f", of {selected} selected" if selected is not None else "")
+            + ("; metrics.json is an earlier invocation's, not shown" if m is not None else ""))
+    return Reading("running/stale", "predictions.jsonl (own count)", False, ids,
+                   100.0 * sum(values) / len(values) if values else None, ci(values), len(values), selected,
+                   sum(1 for p in problems if p.get("status") == "error"), note, graded, judge_counts(problems))
 
 
 def find_runs(root: Path) -> list[Run]:
@@ -162,17 +296,23 @@ def problems_of(run: Run) -> dict[str, dict[str, Any]]:
 
 
 def _true_flag(trace: Any, names: tuple[str, ...]) -> bool:
+    """A truthy ``names`` key in the trace, its ``counts``, or one of its ``rounds`` (AUQ's research rounds)."""
     if not isinstance(trace, dict):
         return False
     for k in names:
         if trace.get(k):
             return True
     counts = trace.get("counts")
-    return isinstance(counts, dict) and any(counts.get(k) for k in names)
+    if isinstance(counts, dict) and any(counts.get(k) for k in names):
+        return True
+    rounds = trace.get("rounds")
+    return isinstance(rounds, list) and any(isinstance(r, dict) and any(r.get(k) for k in names) for r in rounds)
 
 
-#: trace keys that mark an answer the method did not reach by its own route (DynaGraph, DyFlow, autoflow)
-FALLBACK_KEYS = ("fallback", "fallbacks", "fallback_plan", "fallback_answers", "fallback_patches", "fell_back")
+#: trace keys that mark an answer the method did not reach by its own route (DynaGraph, DyFlow, autoflow, the
+#: research agents' plan that fell back to the task text)
+FALLBACK_KEYS = ("fallback", "fallbacks", "fallback_plan", "fallback_plans", "fallback_answers", "fallback_patches",
+                 "fell_back")
 
 
 def problem_rows(run: Run, calls: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -180,18 +320,29 @@ def problem_rows(run: Run, calls: list[dict[str, Any]] | None = None) -> list[di
     calls = read_jsonl_tolerant(run.path / "calls.jsonl") if calls is None else calls
     cut: set[tuple[str, str]] = {(c.get("problem_id"), c.get("attempt")) for c in calls
                                  if c.get("finish_reason") == "length"}
+    reading = run.reading()
+    covered = None if reading.ids is None else set(reading.ids)
     rows = []
     for pid, p in problems_of(run).items():
         trace = p.get("trace")
         is_cut = (pid, p.get("attempt")) in cut or (isinstance(trace, dict) and trace.get("finish_reason") == "length")
         score = p.get("score")
+        scored = p.get("status") == "ok" and isinstance(score, (int, float))
+        judge = p.get("judge") if isinstance(p.get("judge"), dict) else {}
+        race = judge.get("race") or {}
         rows.append({
             "id": pid, "page": slug(pid) + ".html", "status": p.get("status"), "score": score,
-            "right": p.get("status") == "ok" and isinstance(score, (int, float)) and score >= 1.0,
-            "wrong": p.get("status") == "ok" and isinstance(score, (int, float)) and score < 1.0,
+            # right / wrong only where scores are 0 or 1; a graded score (F1, RACE) is higher or lower, not wrong
+            "right": scored and not reading.graded and score >= 1.0,
+            "wrong": scored and not reading.graded and score < 1.0,
+            "below": scored and score < 1.0,
             "error": p.get("error"), "extracted": p.get("extracted"), "gold": p.get("gold"),
             "cost_usd": p.get("cost_usd"), "calls": p.get("calls"), "fallback": _true_flag(trace, FALLBACK_KEYS),
-            "cut": bool(is_cut), "confidence": p.get("confidence")})
+            "cut": bool(is_cut), "confidence": p.get("confidence"),
+            "reasks": len(judge.get("rejected") or []), "rejected": judge.get("rejected") or [],
+            "no_reference": bool(p.get("status") == "ok"
+                                 and (race.get("missing_reference") or race.get("reference_zeroed"))),
+            "covered": covered is None or pid in covered})
     return rows
 
 

@@ -7,6 +7,7 @@ not fetched JSON, so the copy opens from ``file://`` in any browser without the 
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 from pathlib import Path
@@ -27,7 +28,8 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader(__package__, "templates"), autoescape=select_autoescape(["html"]),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["money"] = lambda v: "—" if v is None else f"${v:.4f}" if v < 1 else f"${v:.2f}"
-    env.filters["num"] = lambda v, d=1: "—" if v is None else f"{v:.{d}f}" if isinstance(v, float) else str(v)
+    env.filters["num"] = lambda v, d=1: ("—" if v is None or (isinstance(v, float) and not math.isfinite(v))
+                                         else f"{v:.{d}f}" if isinstance(v, float) else str(v))
     env.filters["pretty"] = lambda v: json.dumps(v, indent=1, ensure_ascii=False, default=str)
     env.filters["compact"] = lambda v: json.dumps(v, ensure_ascii=False, default=str, separators=(", ", ": "))
     env.filters["dash"] = lambda v: "—" if v is None or v == "" else v
@@ -119,5 +121,7 @@ def _write_run(env: Environment, run: data.Run, folder: Path, cache: Path | None
         run=summary, rows=rows, config=run.config, meta=run.meta, metrics=run.metrics or {}, notes=run.notes,
         artifact=artifact, history=data.history_table((artifact or {}).get("history")), root="../.."),
         encoding="utf-8")
-    (folder / "problems.js").write_text(_js("VIEWER_RUNS", run.id, {"run": summary, "rows": rows}), encoding="utf-8")
+    # the comparison reads the problems the run's numbers cover (another selection's records are not its result)
+    covered = [r for r in rows if r["covered"]]
+    (folder / "problems.js").write_text(_js("VIEWER_RUNS", run.id, {"run": summary, "rows": covered}), encoding="utf-8")
     return len(rows)

@@ -65,14 +65,21 @@ function loadRun(id) {  // a <script> file, not fetch(): the export opens from f
     document.head.appendChild(s);
   });
 }
-function outcome(a, b) {
+function outcome(a, b, graded) {
+  // graded: either run scores between 0 and 1 (F1, RACE): higher / lower, never "right" or "wrong"
   if (!a || !b) return "only in " + (a ? "A" : "B");
   if (a.status === "error" || b.status === "error") return "error";
+  if (graded) {
+    if (a.score > b.score) return "a-higher";
+    if (b.score > a.score) return "b-higher";
+    return "same-score";
+  }
   if (a.right && b.wrong) return "a-right-b-wrong";
   if (a.wrong && b.right) return "a-wrong-b-right";
   if (a.wrong && b.wrong) return "both-wrong";
   return "both-right";
 }
+const BETTER = {"a-right-b-wrong": "a", "a-higher": "a", "a-wrong-b-right": "b", "b-higher": "b"};
 function viewerCompare() {
   const params = new URLSearchParams(location.search);
   const selA = document.getElementById("run-a"), selB = document.getElementById("run-b");
@@ -87,12 +94,15 @@ function viewerCompare() {
     const ids = A.rows.map(r => r.id).concat(B.rows.map(r => r.id).filter(id => !A.rows.some(r => r.id === id)));
     const byA = new Map(A.rows.map(r => [r.id, r]));
     const counts = {};
+    const graded = Boolean(A.run.graded || B.run.graded);
+    document.querySelectorAll("[data-binary-only]").forEach(el => { el.hidden = graded; });
     for (const id of ids) {
       const a = byA.get(id), b = byB.get(id);
-      const o = outcome(a, b);
+      const o = outcome(a, b, graded);
       counts[o] = (counts[o] || 0) + 1;
       const tr = document.createElement("tr");
       tr.dataset.outcome = o;
+      tr.dataset.better = BETTER[o] || "";
       tr.dataset.differ = (a && b && a.score !== b.score) ? "1" : "0";
       const cell = (run, r, what) => {
         const td = document.createElement("td");
@@ -123,7 +133,9 @@ function viewerCompare() {
   function filter() {
     const f = document.querySelector('input[name="cf"]:checked').value;
     for (const tr of body.rows) {
-      tr.hidden = f === "differ" ? tr.dataset.differ !== "1" : (f !== "" && tr.dataset.outcome !== f);
+      tr.hidden = f === "differ" ? tr.dataset.differ !== "1"
+        : f === "a-better" || f === "b-better" ? tr.dataset.better !== f[0]
+        : (f !== "" && tr.dataset.outcome !== f);
     }
   }
   selA.addEventListener("change", render);
