@@ -453,7 +453,7 @@ def f1_run(tmp_path: Path, script, seed: int):
 
 
 def test_a_graded_score_is_higher_or_lower_never_wrong(tmp_path: Path, tiny_data: Path):
-    """Issue 29 item 8: an F1 of 0.8 was "wrong" (score < 1) on the run page, and a pair 0.8 vs 0.33 "both wrong"
+    """Issue 29 item 8: an F1 of 0.67 was "wrong" (score < 1) on the run page, and a pair 0.67 vs 0.4 "both wrong"
     on the compare page. Graded runs have no right/wrong rows: the compare page reads which is higher."""
     f1_run(tmp_path, lambda m, s: "ANSWER: 0 apples" if "0+0" in m[-1]["content"] else "ANSWER: 2 apples x y", 1)
     (run_,) = data.find_runs(tmp_path / "results")

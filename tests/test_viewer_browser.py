@@ -120,7 +120,7 @@ def browse(roots: list[Path], tmp_path: Path) -> Path:
                 page.click("#compare-btn")
                 expect(page.locator("#compare tbody tr")).to_have_count(len(io_preds))
                 expect(page.locator("#compare-summary")).not_to_be_empty()
-                page.check('input[name="cf"][value="a-right-b-wrong"]')
+                page.check('input[name="cf"][value="a-better"]')
                 io_rows = {r["id"]: r for r in data.problem_rows(io_run)}
                 cot_rows = {r["id"]: r for r in data.problem_rows(cot_run)}
                 a_only = sum(1 for k in io_rows if io_rows[k]["right"] and cot_rows[k]["wrong"])
@@ -138,7 +138,7 @@ def browse(roots: list[Path], tmp_path: Path) -> Path:
                 expect(page.locator("#run-a")).to_have_value(two.id)
                 expect(page.locator("#compare-summary")).to_have_text(
                     "both wrong: 2 · both right: 1 · a right b wrong: 1")
-                page.check('input[name="cf"][value="a-right-b-wrong"]')
+                page.check('input[name="cf"][value="a-better"]')
                 expect(page.locator("#compare tbody tr:visible")).to_have_count(1)
                 expect(page.locator("#compare tbody tr:visible td").first).to_have_text("p2")
                 page.locator("#compare tbody tr:visible a").first.click()           # A's answer: its problem page
@@ -166,3 +166,56 @@ def browse(roots: list[Path], tmp_path: Path) -> Path:
     for png in ("runs", "run", "problem", "compare", "dynagraph", "dyflow", "denoiseflow", "auq"):
         assert (shots / f"{png}.png").stat().st_size > 5_000, png
     return shots
+
+
+def test_graded_pairs_are_higher_or_lower_and_a_killed_resume_is_running_stale(tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch):
+    """Issue 29 items 5 and 8 as a reader sees them: two F1-scored runs (0.67 vs 0.4 on p1) are "a higher", never
+    "both wrong"; a run re-run at a smaller limit shows the interval of what metrics.json covers. Scripted runs only
+    (no model server)."""
+    from playwright.sync_api import expect, sync_playwright
+
+    import tests.test_viewer as tv
+
+    assert Path(CHROMIUM).exists(), "chromium is missing: make browser-tools"
+    tiny = tmp_path / "data"
+    (tiny / "tiny").mkdir(parents=True)
+    (tiny / "tiny" / "test.jsonl").write_text("".join(
+        json.dumps({"id": f"p{i}", "q": f"What is {i}+{i}?", "a": str(2 * i)}) + "\n" for i in range(8)))
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tiny))
+    f1 = tmp_path / "f1"
+    tv.f1_run(f1, lambda m, s: "ANSWER: 2 apples x y" if "1+1" in m[-1]["content"] else "ANSWER: 0 apples", 1)
+    tv.f1_run(f1, lambda m, s: "ANSWER: 2 apples x y z w q r" if "1+1" in m[-1]["content"] else "ANSWER: 0 apples", 2)
+    rerun = tmp_path / "rerun"
+    tv.io_run(rerun, tv.right_from_4, limit=8)
+    tv.io_run(rerun, tv.right_from_4, limit=4)
+    runs = {r.seed: r for r in data.find_runs(f1 / "results")}
+    (small,) = data.find_runs(rerun / "results")
+    out = tmp_path / "site"
+    site.build([f1 / "results", rerun / "results"], out, quiet=True)
+    shots = tmp_path / "shots"
+    shots.mkdir()
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, timeout=60_000,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 700})
+            page.set_default_timeout(20_000)
+            page.goto((out / "compare.html").as_uri() + f"?a={runs[1].id}&b={runs[2].id}")
+            expect(page.locator("#compare tbody tr")).to_have_count(2)
+            expect(page.locator("#compare-summary")).to_have_text("same score: 1 · a higher: 1")
+            expect(page.locator("#compare tbody tr").nth(1).locator("td").last).to_have_text("a higher")
+            page.check('input[name="cf"][value="a-better"]')
+            expect(page.locator("#compare tbody tr:visible")).to_have_count(1)
+            expect(page.locator('label[data-binary-only]')).to_be_hidden()          # no "both wrong" for F1
+            page.screenshot(path=str(shots / "compare-graded.png"), full_page=True)
+            page.goto((out / "runs" / small.id / "index.html").as_uri())
+            expect(page.locator("#score")).to_contain_text("0.0% [0.0, 49.0]")
+            expect(page.locator("#problems tbody tr")).to_have_count(4)
+            expect(page.locator("#covers")).to_contain_text("metrics.json covers 4 problems")
+            page.screenshot(path=str(shots / "run-rerun.png"), full_page=True)
+        finally:
+            browser.close()
+    if os.environ.get("AGENTIC_VIEWER_SHOTS_29"):
+        for png in shots.iterdir():
+            shutil.copy(png, Path(os.environ["AGENTIC_VIEWER_SHOTS_29"]) / png.name)
