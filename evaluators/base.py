@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agentic_repro.evaluators.data import data_dir, read_jsonl, select, sha256_file
+from agentic_repro.evaluators.data import data_dir, problem_from_row, read_jsonl, select, sha256_file
 from agentic_repro.harness.benchmark import Benchmark as CoreBenchmark
 from agentic_repro.harness.benchmark import DataInfo, build_benchmark
 from agentic_repro.harness.types import Problem
@@ -55,7 +55,9 @@ class Benchmark(CoreBenchmark):
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
         # ids derive from the row's position in the file, so they do not move with limit/sample
-        problems = [dataclasses.replace(self.make_problem(rows[i], i), index=pos) for pos, i in enumerate(idx)]
+        problems = [dataclasses.replace(problem_from_row(self.make_problem, rows[i], i, benchmark=self.name,
+                                                         source=path, position=i), index=pos)
+                    for pos, i in enumerate(idx)]
         ids = [p.id for p in problems]
         if len(set(ids)) != len(ids):
             raise ValueError(f"benchmark {self.name}: duplicate problem ids in {path}")

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +15,26 @@ DATA_ENV = "AGENTIC_REPRO_DATA"
 
 class DataMissingError(FileNotFoundError):
     """A benchmark file is not in the data directory."""
+
+
+class DataRowError(ValueError):
+    """A data row lacks a field its benchmark reads: one line naming the benchmark, the file, the row and the field."""
+
+
+def problem_from_row(make: Callable[[dict[str, Any], int], Any], row: dict[str, Any], arg: int, *, benchmark: str,
+                     source: object, position: int) -> Any:
+    """``make(row, arg)`` (a benchmark's ``make_problem``); a row missing a field it reads raises
+    :class:`DataRowError` naming the benchmark, the file(s) ``source``, the row (``position``: 0-based among the
+    rows read, and its id when it has one) and the field, instead of a bare ``KeyError: 'answer'``."""
+    try:
+        return make(row, arg)
+    except KeyError as exc:
+        name = exc.args[0] if exc.args else "?"
+        ident = next((f", {k} {row[k]!r}" for k in ("id", "_id", "task_id", "question_id") if k in row), "")
+        raise DataRowError(
+            f"benchmark {benchmark}: row {position} (0-based{ident}) of {source} has no field {name!r} that the "
+            f"benchmark reads (the row's fields: {', '.join(map(str, row)) or 'none'}); the file is not in this "
+            "benchmark's format: re-run `make data`, or fix that row") from exc
 
 
 def data_dir(override: str | Path | None = None) -> Path:

@@ -37,7 +37,7 @@ from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark, DataInfo
-from agentic_repro.evaluators.data import DataMissingError, data_dir, select, sha256_file
+from agentic_repro.evaluators.data import DataMissingError, data_dir, problem_from_row, select, sha256_file
 from agentic_repro.harness.types import Problem, Score
 
 EXTRACTION_VERSION = "1"
@@ -288,7 +288,8 @@ class FinQA(Benchmark):
         rows = json.loads(path.read_text(encoding="utf-8"))
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
-        problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
+        problems = [problem_from_row(self.make_problem, rows[i], pos, benchmark=self.name, source=path, position=i)
+                    for pos, i in enumerate(idx)]
         return problems, DataInfo(file=str(path), sha256=sha256_file(path), total=len(rows),
                                   selected=len(problems), split=split)
 

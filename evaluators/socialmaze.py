@@ -22,7 +22,7 @@ from typing import Any
 from collections.abc import Hashable
 
 from agentic_repro.evaluators.base import Benchmark, DataInfo
-from agentic_repro.evaluators.data import data_dir, read_jsonl, select
+from agentic_repro.evaluators.data import data_dir, problem_from_row, read_jsonl, select
 from agentic_repro.evaluators.partition import files_digest, partition_rows
 from agentic_repro.harness.types import Problem, Score
 
@@ -61,7 +61,9 @@ class SocialMaze(Benchmark):
             rows = partition_rows(rows, self.cfg["partition"], str(self.cfg["split"]), lambda r: r["_id"])
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
-        problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
+        files = " + ".join(str(base / f) for f in self.cfg["files"])
+        problems = [problem_from_row(self.make_problem, rows[i], pos, benchmark=self.name, source=files, position=i)
+                    for pos, i in enumerate(idx)]
         paths = [base / f for f in self.cfg["files"]]
         return problems, DataInfo(file="+".join(map(str, paths)), sha256=files_digest(paths), total=len(rows),
                                   selected=len(problems), split=str(self.cfg["split"]))

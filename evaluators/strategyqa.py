@@ -19,7 +19,7 @@ from typing import Any
 from collections.abc import Hashable
 
 from agentic_repro.evaluators.base import Benchmark, DataInfo
-from agentic_repro.evaluators.data import data_dir, read_jsonl, select, sha256_file
+from agentic_repro.evaluators.data import data_dir, problem_from_row, read_jsonl, select, sha256_file
 from agentic_repro.evaluators.partition import files_digest
 from agentic_repro.harness.types import Problem, Score
 
@@ -68,7 +68,8 @@ class StrategyQA(Benchmark):
             digest = files_digest([labelled, dev_path])
         idx = select(rows, limit=self.cfg.get("limit"), sample=self.cfg.get("sample"),
                      sample_seed=int(self.cfg.get("sample_seed", 0)))
-        problems = [self.make_problem(rows[i], pos) for pos, i in enumerate(idx)]
+        problems = [problem_from_row(self.make_problem, rows[i], pos, benchmark=self.name, source=labelled,
+                                     position=i) for pos, i in enumerate(idx)]
         return problems, DataInfo(file=str(labelled), sha256=digest, total=len(rows), selected=len(problems),
                                   split=split)
 

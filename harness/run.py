@@ -41,8 +41,13 @@ def incomplete_message(metrics: dict) -> str:
         fix = FIXES[kind]
     elif kind in ("http_5xx", "null_content", "empty_content", "bad_json", "empty_choices", "error_body"):
         fix = BROKEN_REPLIES
+    elif str(first.get("error") or "").startswith("ScoringError"):  # the runner keeps a scorer's traceback here
+        fix = "see the scorer's traceback in predictions.jsonl (score_details.traceback) of that problem"
+    elif str(first.get("error") or "").startswith("JudgeError"):
+        fix = ("see the judge's last reply and why each was unusable in predictions.jsonl (judge.output, "
+               "judge.rejected) of that problem")
     elif first:
-        fix = "see the traceback in predictions.jsonl (trace.traceback) of that problem"
+        fix = "see the method's traceback in predictions.jsonl (trace.traceback) of that problem"
     else:
         fix = "re-run to finish the remaining problems"
     n_err, selected = metrics.get("n_errors", 0), metrics.get("selected", 0)
