@@ -37,8 +37,10 @@ WORKER = Path(__file__).resolve().parent / "worker.py"
 class EngineWorker:
     """The worker process: start (until its ready line), ``request`` (thread-safe, returns a Future), ``stop``."""
 
-    def __init__(self, python: str, engine_args: dict[str, Any], log_path: Path, env: dict[str, str]) -> None:
+    def __init__(self, python: str, engine_args: dict[str, Any], log_path: Path, env: dict[str, str], *,
+                 script: Path = WORKER) -> None:
         self.python, self.engine_args, self.log_path, self.env = python, engine_args, log_path, env
+        self.script = script
         self.version: str | None = None
         self.startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
@@ -59,13 +61,13 @@ class EngineWorker:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab", buffering=0)
         cmd = [sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), "--exec",
-               self.python, str(WORKER), json.dumps(self.engine_args)]
+               self.python, str(self.script), json.dumps(self.engine_args)]
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")} | self.env
         t0 = time.monotonic()
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                       start_new_session=True, close_fds=True)
         log.close()
-        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._read, args=(self._proc,), daemon=True).start()
         try:
             ready = self._ready.result(timeout)
         except BaseException as exc:
@@ -79,9 +81,9 @@ class EngineWorker:
         self.startup_seconds = round(time.monotonic() - t0, 1)
         return self
 
-    def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
+    def _read(self, proc: subprocess.Popen[bytes]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
             try:
                 msg = json.loads(line)
             except ValueError:
@@ -94,7 +96,7 @@ class EngineWorker:
             if fut is not None and not fut.done():
                 fut.set_result(msg)
         # the worker is gone: everything waiting on it fails (an error, never an answer)
-        err = RuntimeError(f"the vLLM engine worker exited (code {self._proc.wait()}); log: {self.log_path}")
+        err = RuntimeError(f"the vLLM engine worker exited (code {proc.wait()}); log: {self.log_path}")
         if not self._ready.done():
             self._ready.set_exception(err)
         with self._lock:
