@@ -155,11 +155,12 @@ class Runner:
         return metrics
 
     def _configure_sandbox(self) -> None:
-        isolation = (self.spec.full_config.get("sandbox") or {}).get("isolation")
-        if isolation:  # how untrusted code is contained (evaluators/sandbox/README.md); meta.json records it
+        cfg = self.spec.full_config.get("sandbox") or {}
+        if cfg.get("isolation"):  # how untrusted code is contained (evaluators/sandbox/README.md); meta.json records it
             from agentic_repro.evaluators.sandbox import configure as configure_sandbox
 
-            configure_sandbox(isolation=isolation)
+            packages = cfg.get("packages")
+            configure_sandbox(isolation=cfg["isolation"], packages=None if packages is None else list(packages))
 
     def _load_problems(self) -> tuple[list[Problem], Any]:
         problems, data_info = self.benchmark.load()

@@ -353,9 +353,10 @@ def test_every_run_can_record_its_isolation(monkeypatch: pytest.MonkeyPatch) -> 
     dests = [e["dest"] for e in record["view"]]
     assert record["isolation"] == "bwrap" and "note" not in record
     assert not any(d == "/work" or d.startswith(str(REPO)) for d in dests), dests
-    assert launch.POD_SITE in dests and "/scratch" in dests and os.path.realpath(sys.executable) in dests
+    assert f"{launch.POD_SITE}/numpy" in dests and "/scratch" in dests and os.path.realpath(sys.executable) in dests
     monkeypatch.setitem(launch._CONFIG, "isolation", "process")
-    assert launch.isolation_record() == {"isolation": "process", "note": launch.NO_ISOLATION_NOTE}
+    assert launch.isolation_record() == {"isolation": "process", "note": launch.NO_ISOLATION_NOTE,
+                                         "packages": "the harness's whole site-packages (no view)"}
     with pytest.raises(ValueError):
         launch.configure(isolation="none")
 

