@@ -30,7 +30,7 @@ from agentic_repro.scripts.runs import CONFIGS, Planned, eprint, execute, parse_
 
 CONFIG = CONFIGS / "reference_scores.yaml"
 FIELDS = ["cell", "label", "benchmark", "method", "protocol", "status", "n", "selected", "errors", "score_pct",
-          "ci_low", "ci_high", "published", "verdict", "gap", "gap_outside_interval", "stop_share", "source",
+          "ci_low", "ci_high", "ci_method", "published", "verdict", "gap", "gap_outside_interval", "stop_share", "source",
           "run"]
 
 
@@ -156,7 +156,7 @@ def cell_record(cell: Cell, agg: Agg | None, root: Path) -> dict[str, Any]:
         return {**rec, "status": "incomplete", "verdict": agg.incomplete_text()}
     ci = agg.ci()
     rec.update(status="ok", score_pct=round(agg.mean, 2), ci_low=None if ci is None else round(ci.low, 2),
-               ci_high=None if ci is None else round(ci.high, 2))
+               ci_high=None if ci is None else round(ci.high, 2), ci_method=None if ci is None else ci.method)
     if cell.published is None:
         return {**rec, "verdict": "no published number (our protocol)"}
     rec["gap"] = round(agg.mean - cell.published, 2)
@@ -185,6 +185,7 @@ def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
         ours = "—"
         if r["status"] == "ok":
             ci = "" if r.get("ci_low") is None else f" [{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"
+            ci += " (t)" if ci and r.get("ci_method") == "t" else ""      # a graded score: Student t, not Wilson
             ours = f"{fmt(r['score_pct'])}{ci}"
         protocol = f"{r['method']} × {r['benchmark']}" if r["method"] else "—"
         if r["protocol"]:
@@ -198,7 +199,8 @@ def table(backbone: str, recs: list[dict[str, Any]], notes: list[str]) -> Table:
                        r.get("stop_share") or "—", r.get("run") or "—"])
     t.notes = [*notes, *foot.notes(),
                "Gap = ours − published (points). Verdict: whether the published number lies inside our 95% "
-               "interval (Wilson over problems); an incomplete run is never a number. Stop = replies that ended "
+               "interval over problems (Wilson for 0/1 scores; (t): Student t, for a cell with graded scores); an "
+               "incomplete run is never a number. Stop = replies that ended "
                "with finish_reason=stop. Findings: docs/reference-scores.md."]
     return t
 

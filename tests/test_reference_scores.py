@@ -10,7 +10,7 @@ from pathlib import Path
 import yaml
 
 from agentic_repro.evaluators.code_tasks import HumanEval, evalplus_chat_code
-from tests.conftest import compose
+from tests.conftest import compose, make_spec, run
 from tests.doubles import ScriptedBackbone
 
 PREFILL = "```python\n"
@@ -183,3 +183,26 @@ def test_priced_backbone_prints_the_estimate_and_spends_nothing_unconfirmed(tmp_
     assert reference_scores.main([*argv, "yes=true"]) == 0 and built == ["gpt-4o-mini"]
     rows = list(csv.DictReader(open(root / "reference_scores" / "gpt-4o-mini.csv")))
     assert [(r["cell"], r["status"], r["n"]) for r in rows] == [("gsm8k_io", "ok", "3")]
+
+
+def test_a_cell_with_graded_scores_says_its_interval_is_t_not_wilson(tmp_path, tiny_data):
+    """Issue 29 item 8: the note said "Wilson over problems" for every cell, also one whose scores are graded (F1),
+    whose interval is Student t. Now each row carries its method (CSV ci_method; "(t)" after a t interval)."""
+    from agentic_repro.scripts.collect import RunIndex
+    from agentic_repro.scripts.reference_scores import Cell, cell_record, table
+    from tests.test_viewer import f1_run, right_on_1
+
+    f1_run(tmp_path / "graded", lambda m, s: "ANSWER: 2 apples x y" if "1+1" in m[-1]["content"] else "ANSWER: 0", 42)
+    io = tmp_path / "binary"
+    run(make_spec(io, {"name": "io", "solver": "agentic_repro.baselines.simple:io",
+                       "params": {"template": "{task}\n\n{answer_instruction}"}}, limit=2), ScriptedBackbone(right_on_1))
+    recs = []
+    for root in (tmp_path / "graded" / "results", io / "results"):
+        agg = RunIndex.scan(root, "t").agg("tiny", "io", "scripted", [42])
+        recs.append(cell_record(Cell(name=root.parent.name, label=root.parent.name, benchmark="tiny", method="io",
+                                     published=50.0), agg, root))
+    assert [r["ci_method"] for r in recs] == ["t", "wilson"]
+    md = table("scripted", recs, []).to_markdown()
+    graded, binary = (next(line for line in md.splitlines() if line.startswith(f"| {n} |")) for n in ("graded", "binary"))
+    assert "] (t) |" in graded and "(t)" not in binary
+    assert "Wilson over problems" not in md and "Wilson for 0/1 scores; (t): Student t" in md
