@@ -278,3 +278,12 @@ def test_the_cap_counts_what_earlier_invocations_spent():
     with pytest.raises(BudgetStop):  # once stopped, every later request is refused too
         cap.reserve(0.0)
     assert DollarCap(1.0, spent=1.0).stopped and cap.summary()["spent_usd"] == 0.6
+
+
+def test_openai_itself_at_price_zero_is_refused(tmp_path):
+    from agentic_repro.harness.backbones import build_backbone
+
+    cfg = {"name": "free-openai", "kind": "openai", "model": "gpt-4o-mini", "base_url": None, "api_key_env": None,
+           "price": 0}
+    with pytest.raises(BackboneError, match="bills every call"):
+        asyncio.run(build_backbone(cfg, run_dir=tmp_path, seed=0))
