@@ -1,9 +1,11 @@
 """Packaging: the checkout's top-level folders install under the one import name ``agentic_repro``.
 
-``agentic_repro.harness`` is ``harness/``, ``agentic_repro.dyflow`` is ``dyflow/``, ... (``package_dir``); the Hydra
-configs install as ``agentic_repro/configs`` beside them, so ``harness/run.py``'s ``config_path="../configs"`` finds
-them in a wheel as in the checkout. No generic name (``harness``, ``scripts``, ``training``...) becomes a top-level
-module: an editable install maps only ``agentic_repro.*`` to the checkout. ``tests/`` and ``bench/`` are not shipped.
+``agentic_repro.harness`` is ``harness/``, ``agentic_repro.dyflow`` is ``dyflow/``, ... (``package_dir``: the wheel
+copies the real folders; in the checkout ``agentic_repro/<folder>`` is a link to ``../<folder>``, which is what an
+editor or type checker follows). The Hydra configs install as ``agentic_repro/configs`` beside them, so
+``harness/run.py``'s ``config_path="../configs"`` finds them in a wheel as in the checkout. No generic name
+(``harness``, ``scripts``, ``training``...) becomes a top-level module: an editable install maps only
+``agentic_repro`` (to the checkout's ``agentic_repro/``). ``tests/`` and ``bench/`` are not shipped.
 """
 from setuptools import find_packages, setup
 

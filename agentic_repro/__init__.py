@@ -1,13 +1,9 @@
 """agentic-repro's one import name.
 
 The checkout keeps its packages as top-level folders (``harness/``, ``dyflow/``, ``scripts/``, ...) so a reader finds
-them where the README says; they are imported as ``agentic_repro.harness``, ``agentic_repro.dyflow``, ... and no
-generic name (``scripts``, ``training``, ``harness``...) is ever a top-level module. From a checkout (the editable
-install, or ``python -m agentic_repro...`` run from the checkout root) this package's path also holds the checkout
-root; an installed wheel carries the folders inside this package (setup.py).
+them where the README says; ``agentic_repro/harness`` is a link to ``../harness`` (one link per folder, ``configs``
+included), so ``agentic_repro.harness`` is an ordinary package on disk that pyright, jedi, mypy and an editor resolve
+from a plain checkout, with no import hook (docs/architecture.md, "One import name"). No generic name (``scripts``,
+``training``, ``harness``...) is ever a top-level module; an installed wheel carries the folders themselves inside
+this package (setup.py).
 """
-from pathlib import Path
-
-_CHECKOUT = Path(__file__).resolve().parent.parent
-if (_CHECKOUT / "harness" / "__init__.py").is_file() and str(_CHECKOUT) not in __path__:
-    __path__.append(str(_CHECKOUT))

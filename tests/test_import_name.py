@@ -37,6 +37,15 @@ def test_our_packages_are_found():
     assert {"harness", "scripts", "training", "dyflow", "evaluators"} <= set(OURS), OURS
 
 
+def test_every_package_folder_has_its_link_under_the_import_name():
+    """``agentic_repro/<folder>`` is a link to ``../<folder>`` for each package folder and for ``configs`` (what an
+    editor, pyright and jedi follow; agentic_repro/__init__.py): a new folder without its link would import only
+    through setup.py's mapping in a wheel, never in the checkout."""
+    links = {p.name: os.readlink(p) for p in (ROOT / "agentic_repro").iterdir() if p.is_symlink()}
+    expected = {name: f"../{name}" for name in [*OURS, "configs"]}
+    assert links == expected
+
+
 def test_no_module_imports_a_package_of_ours_by_its_generic_name():
     bad = [hit for p in python_files() for hit in generic_imports(p)]
     assert bad == [], "import these as agentic_repro.<name>:\n" + "\n".join(bad[:40])

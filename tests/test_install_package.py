@@ -66,9 +66,15 @@ def test_the_editable_wheel_maps_only_agentic_repro_and_gives_the_console_comman
             mapping = z.read(finder).decode().split("MAPPING", 1)[1].split("\n", 1)[0]
             tops = {k.split(".")[0] for k in __import__("re").findall(r"'([\w.]+)': '", mapping)}
             assert tops == {"agentic_repro"}, mapping
+        # no path entry (a .pth line naming a folder) that would put the checkout root, and so its bare
+        # harness/scripts/training... folders, on sys.path
+        pth_lines = [line for n in z.namelist() if n.endswith(".pth") for line in z.read(n).decode().splitlines()]
+        assert not [line for line in pth_lines if line.strip() and not line.startswith("import ")], pth_lines
     code = (f"import site; site.addsitedir({str(site)!r}); import agentic_repro.harness.cli as c; "
             "print(c.__file__); c.main(['--help'])")
     r = subprocess.run([sys.executable, "-S", "-c", code], cwd="/", env=clean_env(), check=False,
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines()[0] == str(ROOT / "harness" / "cli.py") and "reference-scores" in r.stdout
+    # through the checkout's link agentic_repro/harness -> ../harness: the checkout's own file
+    assert r.stdout.splitlines()[0] == str(ROOT / "agentic_repro" / "harness" / "cli.py") and "reference-scores" in r.stdout
+    assert Path(r.stdout.splitlines()[0]).resolve() == ROOT / "harness" / "cli.py"
