@@ -11,7 +11,12 @@ words) through the harness's own LLMClient and OpenAI-compatible backbone, with 
 1. ``adaptive`` (rpm/tpm not configured: learned from the headers) vs ``fixed-8``, ``fixed-32``, ``fixed-128``
    (today's behaviour: that many requests in flight, 429s retried with backoff honouring Retry-After);
 2. ``two processes`` on one key (one shared limiter file), half the calls each;
-3. ``halved``: adaptive, the limit halved mid-run (from the next window on).
+3. ``halved``: adaptive, the limit halved mid-run (from the next window on);
+4. ``actual``: a second double that charges the tokens a reply actually uses (admitting under OpenAI's rule, the
+   larger of the prompt and n x max_tokens) and reports them in ``x-ratelimit-remaining-*``; the papers' CoT-SC
+   settings (n=5, max_tokens 4096) with chains of thought of 100-400 words per choice. ``actual`` learns the charge
+   (``rate_limit.charge: auto``); ``actual-reserved`` is the controller before it learned (``charge: reserved``,
+   every request charged its full reservation), cut at ``--deadline-reserved``.
 
 Reported per scenario: the admitted tokens per full window over the limit (``sustained``: windows after the first
 and before the last, which are ramp-up and tail), overall, the share of requests answered 429, errors (requests
@@ -50,14 +55,16 @@ def prompts(calls: int, seed: int) -> list[str]:
     return out
 
 
-def settings(mode: str, share_path: str, window_s: float) -> dict[str, Any]:
+def settings(mode: str, share_path: str, window_s: float, charge: str = "auto") -> dict[str, Any]:
     if mode == "adaptive":
-        return {"mode": "adaptive", "start": 8, "min": 1, "max": 256, "window_s": window_s, "share_path": share_path}
+        return {"mode": "adaptive", "start": 8, "min": 1, "max": 256, "window_s": window_s, "share_path": share_path,
+                **({} if charge == "auto" else {"charge": charge})}
     return {"mode": "fixed"}
 
 
 async def drive(url: str, mode: str, concurrency: int, calls: int, seed: int, key: str, tag: str,
-                share_path: str, window_s: float, deadline_s: float) -> dict[str, Any]:
+                share_path: str, window_s: float, deadline_s: float, max_tokens: int = 64,
+                charge: str = "auto") -> dict[str, Any]:
     """Send ``calls`` CoT-SC(5) calls through the harness; counts of answered / errored / unfinished."""
     from agentic_repro.harness.backbone import BackboneError, OpenAICompatibleBackbone, RetryPolicy
     from agentic_repro.harness.cache import ResponseCache
@@ -65,7 +72,7 @@ async def drive(url: str, mode: str, concurrency: int, calls: int, seed: int, ke
     from agentic_repro.harness.llm import LLMClient
     from agentic_repro.harness.rate_limit import parse_rate_limit
 
-    rl = parse_rate_limit(settings(mode, share_path, window_s), kind="openai")
+    rl = parse_rate_limit(settings(mode, share_path, window_s, charge), kind="openai")
     bb = OpenAICompatibleBackbone(name="bench", model="bench-model", base_url=url, api_key=key, price=Price(0, 0),
                                   max_concurrency=concurrency, supports_n=True, extra_body={"user": tag},
                                   retry=RetryPolicy(max_attempts=6, base_delay_s=1.0, max_delay_s=60.0, timeout_s=120),
@@ -79,7 +86,7 @@ async def drive(url: str, mode: str, concurrency: int, calls: int, seed: int, ke
         async with gate:
             try:
                 await llm.generate([{"role": "user", "content": text}], stage="sample", problem_id=f"p{i}", seed=seed + i,
-                                   sink=lambda r: None, n=5, temperature=0.7, max_tokens=64)
+                                   sink=lambda r: None, n=5, temperature=0.7, max_tokens=max_tokens)
                 counts["ok"] += 1
             except BackboneError:
                 counts["error"] += 1
@@ -106,11 +113,12 @@ def http(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
         return json.loads(r.read() or b"{}")
 
 
-def start_double(rpm: int, tpm: int, window_s: float, max_seconds: float) -> tuple[subprocess.Popen, str]:
+def start_double(rpm: int, tpm: int, window_s: float, max_seconds: float,
+                 extra: tuple[str, ...] = ()) -> tuple[subprocess.Popen, str]:
     port = free_port()
     proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "rate_limit_server.py"), "--port", str(port),
                              "--rpm", str(rpm), "--tpm", str(tpm), "--window", str(window_s), "--base-latency", "0.3",
-                             "--latency-per-request", "0.005", "--max-seconds", str(max_seconds)])
+                             "--latency-per-request", "0.005", "--max-seconds", str(max_seconds), *extra])
     url = f"http://127.0.0.1:{port}/v1"
     for _ in range(200):
         try:
@@ -159,7 +167,11 @@ def main() -> None:
     ap.add_argument("--tpm", type=int, default=240_000, help="tokens per window")
     ap.add_argument("--rpm", type=int, default=600, help="requests per window")
     ap.add_argument("--deadline", type=float, default=300.0, help="seconds per scenario before it is cut")
-    ap.add_argument("--only", default="adaptive,fixed-8,fixed-32,fixed-128,two,halved")
+    ap.add_argument("--only", default="adaptive,fixed-8,fixed-32,fixed-128,two,halved,actual,actual-reserved")
+    ap.add_argument("--actual-calls", type=int, default=2600, help="calls of the actual-charge scenario")
+    ap.add_argument("--actual-tpm", type=int, default=600_000, help="its tokens per window")
+    ap.add_argument("--actual-rpm", type=int, default=6000, help="its requests per window")
+    ap.add_argument("--deadline-reserved", type=float, default=60.0, help="seconds before actual-reserved is cut")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--url", help=argparse.SUPPRESS)
     ap.add_argument("--tag", default="main", help=argparse.SUPPRESS)
@@ -194,6 +206,8 @@ def main() -> None:
     finally:
         proc.terminate()
         proc.wait(10)
+    if only & {"actual", "actual-reserved"}:
+        results.update(actual_charge(args, only))
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     out = tmp / "rate_limit.json"
     out.write_text(json.dumps(results, indent=1, default=str))
@@ -225,6 +239,35 @@ def two_processes(url: str, args: argparse.Namespace) -> dict[str, Any]:
           f"({stats['rejected']}/{stats['received']}); errors {res['A']['error'] + res['B']['error']}; "
           f"wall A {res['A']['wall_s']:.1f} s, B {res['B']['wall_s']:.1f} s", flush=True)
     return {"workers": res, "server": stats, "together": together, "each": shares}
+
+
+def actual_charge(args: argparse.Namespace, only: set[str]) -> dict[str, Any]:
+    """The double that deducts what a reply uses: CoT-SC(5) with max_tokens 4096, learned charge vs the reservation."""
+    proc, url = start_double(args.actual_rpm, args.actual_tpm, args.window, max_seconds=8 * args.deadline,
+                             extra=("--charge", "actual", "--answer-words", "100-400"))
+    out: dict[str, Any] = {}
+    print(f"actual charge: a double that deducts prompt + completion tokens (admits under max(prompt, n x max_tokens)); "
+          f"{args.actual_tpm} tokens and {args.actual_rpm} requests per {args.window:g} s window; CoT-SC n=5, "
+          f"max_tokens 4096, 100-400 words per choice", flush=True)
+    try:
+        for name, charge, calls, deadline in (("actual", "auto", args.actual_calls, args.deadline),
+                                              ("actual-reserved", "reserved", args.actual_calls,
+                                               args.deadline_reserved)):
+            if name not in only:
+                continue
+            http(f"{url}/control", {"reset": True, "rpm": args.actual_rpm, "tpm": args.actual_tpm})
+            res = asyncio.run(drive(url, "adaptive", 256, calls, 0, f"bench-key-{name}", "main", args.share,
+                                    args.window, deadline, max_tokens=4096, charge=charge))
+            stats = http(f"{url}/stats")
+            out[name] = {**res, "server": stats, "fig": window_figures(stats)}
+            ctl = res["client"].get("controller") or {}
+            print(line(name, out[name], args.actual_tpm, args.window)
+                  + f"  kept share of the reservation {ctl.get('charge', {}).get('kept_share_of_reservation')}",
+                  flush=True)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    return out
 
 
 def halved(url: str, args: argparse.Namespace) -> dict[str, Any]:

@@ -16,8 +16,12 @@ base URL + API key (the key itself is never stored, only a hash), this process k
 - **Pacing** of requests and tokens per window (``rpm``/``tpm`` per ``window_s``, the lower of the configured
   value and the provider's ``x-ratelimit-limit-*`` header), at ``target`` of the limit, by GCRA (a token bucket
   in virtual time, so waiting requests are served in order). Every request is charged before it is sent: its
-  prompt's tokens (tiktoken when it loads, else chars/4, both calibrated by the replies' ``usage``) plus
-  ``n x max_tokens`` (the provider reserves the completion); the reply's usage corrects the charge.
+  prompt's tokens (tiktoken when it loads, else chars/4, both calibrated by the replies' ``usage``) plus what the
+  provider will deduct for the completion: ``n x max_tokens`` where it keeps the reservation, the replies' average
+  where it deducts the actual usage, learned from its own counters (:class:`ChargeLearner`: the
+  ``x-ratelimit-remaining-*`` deltas between replies against the replies' ``usage``; ``charge: reserved|actual``
+  fixes it). The reply's usage trues the charge up; the provider's admission rule (OpenAI: the larger of
+  ``max_tokens`` and the prompt, ``admission: max``) decides only whether what it said was left admits a request.
 - **The provider's own view**: ``x-ratelimit-remaining/reset-{requests,tokens}`` (OpenAI, durations such as
   ``6m0s``/``1s``/``20ms``; Anthropic's ``anthropic-ratelimit-*`` with RFC 3339 resets) stop sending once this
   process would spend more than the account has left until the reset; ``Retry-After``/``retry-after-ms`` on
@@ -55,6 +59,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 MODES = ("adaptive", "fixed")
+#: What the provider deducts from the token limit per request: ``auto`` learns it from its own counters (the
+#: ``x-ratelimit-remaining-*`` deltas against the replies' usage), ``reserved`` is the prompt plus ``n x max_tokens``
+#: whatever the reply wrote, ``actual`` is the reply's usage (prompt + completion tokens).
+CHARGES = ("auto", "reserved", "actual")
+#: What the provider checks before it admits a request. ``max``: OpenAI's documented rule, "the maximum of
+#: max_tokens and the estimated number of tokens based on the character count of your request"
+#: (platform.openai.com/docs/guides/rate-limits, error mitigation), with ``n`` choices ``max(prompt, n x max_tokens)``;
+#: ``sum``: prompt + ``n x max_tokens`` (a provider that reserves both).
+ADMISSIONS = ("max", "sum")
 DIMS = ("requests", "tokens")
 #: Failure kinds that mean "the provider is overloaded or limiting us": AIMD halves the concurrency.
 OVERLOAD_KINDS = frozenset({"http_429", "http_5xx", "http_408", "timeout", "connection"})
@@ -76,6 +89,8 @@ class RateLimitSettings:
     host_share: float = 1.0   # this host's fraction of the account (a cluster: 1 / hosts on the key)
     shared: bool = True       # share pacing with the other processes of this host (SQLite file)
     share_path: str | None = None  # that file (null: ~/.cache/agentic-repro/rate-limits/<host>.sqlite)
+    charge: str = "auto"      # what the provider deducts per request (CHARGES); auto: learned from its headers
+    admission: str = "max"    # what it checks before admitting one (ADMISSIONS)
 
     @property
     def adaptive(self) -> bool:
@@ -110,6 +125,10 @@ def parse_rate_limit(block: Any, *, kind: str | None = None, where: str = "backb
 
     if values["mode"] not in MODES:
         bad("mode", f"one of {', '.join(MODES)}")
+    if values.get("charge", "auto") not in CHARGES:
+        bad("charge", f"one of {', '.join(CHARGES)} (what the provider deducts per request; auto learns it)")
+    if values.get("admission", "max") not in ADMISSIONS:
+        bad("admission", f"one of {', '.join(ADMISSIONS)} (what the provider checks before admitting a request)")
     for key in ("start", "min", "max"):
         v = values.get(key)
         if v is not None and not (_is_int(v) and v >= 1):
@@ -443,6 +462,79 @@ def default_share_path() -> Path:
     return Path.home() / ".cache" / "agentic-repro" / "rate-limits" / f"{socket.gethostname() or 'host'}.sqlite"
 
 
+# ---- what the provider deducts ---------------------------------------------------------------------------------
+class ChargeLearner:
+    """The share ``k`` of a request's unused reservation (prompt + ``n x max_tokens`` minus what the reply wrote)
+    that the provider keeps on the token limit: 1 for a provider that deducts the reservation, 0 for one that
+    deducts the reply's actual usage. Pacing charges ``actual + k x (reserved - actual)`` per request.
+
+    Learned from the provider's own counters: between two replies of one rate-limit window (the same reset time)
+    the account's used tokens and requests grew by the differences of ``limit - remaining``; the requests this
+    process sent between the two replies are (nearly) those the provider admitted in between, and their replies'
+    usage says what each would cost under either rule. ``k`` is where the provider's tokens per request fall
+    between the two means (per-request means, so other processes on the account with a similar mix do not bias it).
+    A pair across a reset, or a provider that sends no limit/remaining headers, teaches nothing: ``k`` then stays at
+    its prior 1 (the reservation, the cautious charge)."""
+
+    MIN_REQUESTS = 8       # provider-admitted requests before the estimate replaces the prior
+    DECAY = 0.995          # per request learned from: follows a provider that changes its rule
+
+    def __init__(self, mode: str = "auto", window_s: float = 60.0) -> None:
+        self.mode, self.window_s = mode, window_s
+        self._last: tuple[float, float, float, float] | None = None  # (time, used tokens, used requests, reset at)
+        self._sends: collections.deque[Lease] = collections.deque()  # sent since the last observation
+        self._pending: collections.deque[tuple[float, float, float, list[Lease]]] = collections.deque()
+        self.provider_tokens = self.provider_requests = 0.0
+        self.reserved = self.actual = self.requests = 0.0
+
+    @property
+    def k(self) -> float:
+        if self.mode != "auto":
+            return 1.0 if self.mode == "reserved" else 0.0
+        if self.provider_requests < self.MIN_REQUESTS or self.requests <= 0:
+            return 1.0
+        gap = (self.reserved - self.actual) / self.requests
+        if gap < 1.0:  # the reservation is what the replies wrote: nothing to tell apart
+            return 1.0
+        per_request = self.provider_tokens / self.provider_requests
+        return min(1.0, max(0.0, (per_request - self.actual / self.requests) / gap))
+
+    def sent(self, lease: Lease) -> None:
+        if self.mode == "auto":
+            self._sends.append(lease)
+
+    def observe(self, windows: Mapping[str, Window], now: float) -> None:
+        """One reply's headers: pair them with the previous reply's, then learn from every finished interval."""
+        if self.mode != "auto":
+            return
+        tok, req = windows.get("tokens"), windows.get("requests")
+        if not (tok and req and tok.limit and req.limit and tok.remaining is not None and req.remaining is not None
+                and tok.reset_s is not None):
+            return
+        obs = (now, tok.limit - tok.remaining, req.limit - req.remaining, now + tok.reset_s)
+        sends, self._sends = list(self._sends), collections.deque()
+        last, self._last = self._last, obs
+        if last is not None and abs(obs[3] - last[3]) <= max(0.5, 0.02 * self.window_s):  # one window
+            self._pending.append((now, obs[1] - last[1], obs[2] - last[2], sends))
+        self._finish(now)
+
+    def _finish(self, now: float) -> None:
+        while self._pending:
+            at, tokens, requests, sends = self._pending[0]
+            if any(lease.open for lease in sends) and now - at < self.window_s:
+                return  # wait for their usage (a hung request: at most one window)
+            self._pending.popleft()
+            answered = [lease for lease in sends if lease.actual is not None]
+            if not answered and requests == 0:
+                continue
+            decay = self.DECAY ** max(1.0, float(len(answered)))
+            self.provider_tokens = decay * self.provider_tokens + tokens
+            self.provider_requests = decay * self.provider_requests + requests
+            self.reserved = decay * self.reserved + sum(lease.reserved for lease in answered)
+            self.actual = decay * self.actual + sum(lease.actual for lease in answered)  # type: ignore[misc]
+            self.requests = decay * self.requests + len(answered)
+
+
 # ---- the controller -------------------------------------------------------------------------------------------
 @dataclass
 class Snapshot:
@@ -456,8 +548,8 @@ class Snapshot:
 class Lease:
     """One request's slot and charge; :meth:`done` or :meth:`failed` releases it (exactly once)."""
 
-    __slots__ = ("base", "contended", "costs", "ctl", "max_tokens", "n", "open", "paced", "queue_s", "reserved_at",
-                 "sent_at", "waited_s")
+    __slots__ = ("actual", "admission", "base", "contended", "costs", "ctl", "expected", "max_tokens", "n", "open",
+                 "paced", "queue_s", "reserved", "reserved_at", "rule", "sent_at", "waited_s")
 
     def __init__(self, ctl: RateController, costs: dict[str, float], base: float, n: int,
                  max_tokens: int | None) -> None:
@@ -469,6 +561,11 @@ class Lease:
         self.contended = False
         self.paced = False
         self.open = True
+        self.admission = costs.get("tokens", 0.0)  # what the provider checks before admitting it (tokens)
+        self.reserved = 0.0                          # prompt + n x max_tokens (the prompt from usage once answered)
+        self.expected = self.admission               # the tokens its reply is expected to use
+        self.rule = self.admission                   # the provider's admission rule alone
+        self.actual: float | None = None             # the reply's usage: prompt + completion tokens
 
     def done(self, headers: Mapping[str, str] | None, usage: Mapping[str, Any] | None) -> None:
         if self.open:
@@ -515,6 +612,7 @@ class RateController:
         self.limiter_wait_s = 0.0
         self.peak = 0
         self._recent: collections.deque[tuple[float, float]] = collections.deque()  # (sent at, tokens) for 60 s
+        self.learner = ChargeLearner(settings.charge, settings.window_s)
 
     # -- rates
     def rates(self, learned: Mapping[str, float | None]) -> dict[str, float]:
@@ -534,13 +632,28 @@ class RateController:
 
     # -- acquire
     def charge(self, messages: list[Mapping[str, Any]], n: int, max_tokens: int | None) -> tuple[dict[str, float], float]:
+        """({"requests": 1, "tokens": what the provider will deduct, as learned}, the prompt's uncalibrated count)."""
+        costs, base, *_ = self._charges(messages, n, max_tokens)
+        return costs, base
+
+    def _charges(self, messages: list[Mapping[str, Any]], n: int,
+                 max_tokens: int | None) -> tuple[dict[str, float], float, float, float, float]:
+        """(costs, base, reserved, admission rule, expected): the pacing charge is the expected reply's tokens plus the learned share
+        ``k`` of the rest of the reservation; the admission check is the provider's documented rule, never below
+        the charge itself."""
         prompt, base = self.estimator.prompt_tokens(messages)
-        completion = n * (max_tokens if max_tokens else self.estimator.completion_per_choice)
-        return {"requests": 1.0, "tokens": prompt + completion}, base
+        per_choice = self.estimator.completion_per_choice
+        expected = prompt + n * (min(per_choice, max_tokens) if max_tokens else per_choice)
+        reserved = prompt + n * max_tokens if max_tokens else expected
+        tokens = expected + self.learner.k * (reserved - expected)
+        rule = max(prompt, n * max_tokens) if max_tokens and self.settings.admission == "max" else reserved
+        return {"requests": 1.0, "tokens": tokens}, base, reserved, rule, expected
 
     async def acquire(self, messages: list[Mapping[str, Any]], n: int = 1, max_tokens: int | None = None) -> Lease:
-        costs, base = self.charge(messages, n, max_tokens)
+        costs, base, reserved, rule, expected = self._charges(messages, n, max_tokens)
         lease = Lease(self, costs, base, n, max_tokens)
+        lease.reserved, lease.rule, lease.expected = reserved, rule, expected
+        lease.admission = max(rule, costs["tokens"])
         t0 = self.clock()
         await self._take_slot(lease)
         try:
@@ -622,10 +735,15 @@ class RateController:
         while True:
             now = self.clock()
             wait = start - now
-            if wait > 1e-3:
-                await self._sleep(wait)
+            if wait > 1e-3 and self._recharge(lease):
+                # the provider turned out to deduct less than this request was charged (ChargeLearner): give its
+                # place back and queue again at the new charge, so the schedule follows what was learned at once
+                start, lease.queue_s = self.store.reserve(lease.costs, self.rates, self.burst_s, now)
                 continue
-            hold = self._header_wait(lease.costs, now)
+            if wait > 1e-3:
+                await self._sleep(min(wait, self.repace_s))
+                continue
+            hold = self._header_wait(lease, now)
             if hold <= 0:
                 self._commit_send(lease, now)
                 return
@@ -636,19 +754,37 @@ class RateController:
             await self._sleep(hold)
             start, _ = self.store.reserve(lease.costs, self.rates, self.burst_s, self.clock())
 
+    @property
+    def repace_s(self) -> float:
+        """How often a request waiting in the pacing schedule checks whether its charge has fallen."""
+        return max(0.25, 0.02 * self.settings.window_s)
+
+    def _recharge(self, lease: Lease) -> bool:
+        """Lower a waiting request's token charge to what the learned rule says now (refunding its place); True
+        when it fell by more than a tenth."""
+        tokens = lease.expected + self.learner.k * (lease.reserved - lease.expected)
+        if tokens >= 0.9 * lease.costs["tokens"]:
+            return False
+        self._refund(lease.costs)
+        lease.costs = {**lease.costs, "tokens": tokens}
+        lease.admission = max(lease.rule, tokens)
+        return True
+
     def _refund(self, costs: Mapping[str, float]) -> None:
         for d, rate in self.rates(self.header_limits).items():
             if rate > 0 and costs.get(d):
                 self.store.adjust(d, -costs[d] / rate)
 
-    def _header_wait(self, costs: Mapping[str, float], now: float) -> float:
-        """Seconds until the provider's window resets when this request would overspend what it said was left."""
+    def _header_wait(self, lease: Lease, now: float) -> float:
+        """Seconds until the provider's window resets when this request would not be admitted by what it said was
+        left (tokens: its admission rule, which may exceed what it will deduct)."""
         with self._lock:
             wait = max(0.0, self._hold_until - now)  # a 429's Retry-After seen while this request was paced
             for d, snap in list(self.snapshots.items()):
+                need = lease.admission if d == "tokens" else lease.costs.get(d, 0.0)
                 if now >= snap.reset_at:
                     del self.snapshots[d]
-                elif snap.spent + costs.get(d, 0.0) > snap.remaining:
+                elif snap.spent + need > snap.remaining:
                     wait = max(wait, snap.reset_at - now)
         return wait
 
@@ -657,6 +793,7 @@ class RateController:
             for d, snap in self.snapshots.items():
                 snap.spent += lease.costs.get(d, 0.0)
             lease.sent_at = now
+            self.learner.sent(lease)
             self.counts["sent"] += 1
             self._recent.append((now, lease.costs["tokens"]))
             while self._recent and self._recent[0][0] < now - 60.0:
@@ -664,7 +801,10 @@ class RateController:
 
     # -- outcomes
     def _learn(self, headers: Mapping[str, str] | None, now: float) -> None:
-        for d, w in parse_headers(headers).items():
+        windows = parse_headers(headers)
+        with self._lock:
+            self.learner.observe(windows, now)
+        for d, w in windows.items():
             if w.limit:
                 self.header_limits[d] = w.limit
                 self.store.learn(d, w.limit)
@@ -674,12 +814,15 @@ class RateController:
 
     def _on_done(self, lease: Lease, headers: Mapping[str, str] | None, usage: Mapping[str, Any] | None) -> None:
         now = self.clock()
-        self._learn(headers, now)
         usage = usage or {}
         prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        if prompt is not None:  # what the reply would cost under either rule (ChargeLearner)
+            lease.actual = float(prompt) + float(completion or 0)
+            lease.reserved = float(prompt) + (lease.n * lease.max_tokens if lease.max_tokens else float(completion or 0))
+        self._learn(headers, now)
         self.estimator.observe(lease.base, prompt, completion, lease.n)
-        if prompt is not None:  # correct the charge: the provider counted the true prompt (and the reservation)
-            true = float(prompt) + (lease.n * lease.max_tokens if lease.max_tokens else float(completion or 0))
+        if lease.actual is not None:  # true up: the provider counted the true prompt, and the reply or the reservation
+            true = lease.actual + self.learner.k * (lease.reserved - lease.actual)
             delta = true - lease.costs["tokens"]
             rate = self.rates(self.header_limits).get("tokens")
             if rate and abs(delta) >= 1:
@@ -747,7 +890,10 @@ class RateController:
                     "limits_per_window": {d: v for d, v in (("requests", self.settings.rpm or self.header_limits.get(
                         "requests")), ("tokens", self.settings.tpm or self.header_limits.get("tokens"))) if v},
                     "window_s": self.settings.window_s, "tokenizer": self.estimator.source,
-                    "prompt_factor": round(self.estimator.factor, 4), "settings": asdict(self.settings)}
+                    "prompt_factor": round(self.estimator.factor, 4),
+                    "charge": {"rule": self.settings.charge, "kept_share_of_reservation": round(self.learner.k, 4),
+                               "learned_from_requests": round(self.learner.provider_requests, 1)},
+                    "settings": asdict(self.settings)}
 
     def progress(self) -> str:
         """``conc=12 req/min=1440 tok/min=1.2M`` over the last minute (the run's progress line)."""

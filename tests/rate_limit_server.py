@@ -5,9 +5,12 @@
     python tests/rate_limit_server.py --port 8765 --rpm 3000 --tpm 200000 --window 10   # its own process
 
 Limits are per fixed window (``window_s``; 60 s is OpenAI's minute, tests and benches use seconds) and reset at
-its end. A request is counted when it arrives: one request, and its prompt's tokens plus ``n x max_tokens``
-(the completion the provider reserves; without ``max_tokens``, the completion it writes). A request that would
-exceed either limit gets a 429 with ``Retry-After`` (whole seconds), ``retry-after-ms`` and the headers below,
+its end. A request is counted when it arrives: one request, and with ``charge="reserved"`` (the default) its
+prompt's tokens plus ``n x max_tokens`` (the completion the provider reserves; without ``max_tokens``, the completion
+it writes); with ``charge="actual"`` it is admitted under OpenAI's documented rule (the larger of the prompt and
+``n x max_tokens`` must fit in what is left) but deducts only what the reply uses (prompt + completion tokens).
+``answer_words=(lo, hi)`` pads each choice to a length drawn from the body in that range (a chain of thought), so
+the completion is a real share of the bill. A request that would exceed either limit gets a 429 with ``Retry-After`` (whole seconds), ``retry-after-ms`` and the headers below,
 and is not counted. Every reply carries ``x-ratelimit-limit/remaining/reset-{requests,tokens}`` computed when it
 is sent (resets in OpenAI's format: ``1m2.5s``, ``850ms``). The latency grows with load: ``base_latency_s +
 latency_per_request_s x requests in flight``. Prompt tokens are words and punctuation (+4 per message, +3),
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import math
 import re
@@ -59,7 +63,13 @@ class RateLimitedServer(FaultServer):
     ``requests``/``tokens`` and ``rejected``), ``by_client`` (the request's ``user`` field -> admitted tokens; per window too, as ``tokens@<user>``)."""
 
     def __init__(self, *, rpm: int, tpm: int, window_s: float = 60.0, base_latency_s: float = 0.2,
-                 latency_per_request_s: float = 0.005, completion_tokens: int = 40, **kw: Any) -> None:
+                 latency_per_request_s: float = 0.005, completion_tokens: int = 40, charge: str = "reserved",
+                 answer_words: tuple[int, int] | None = None, **kw: Any) -> None:
+        if charge not in ("reserved", "actual"):
+            raise ValueError(f"charge={charge!r}: reserved or actual")
+        self.charge_rule = charge
+        if answer_words is not None:
+            kw.setdefault("answer", _padded(*answer_words))
         super().__init__(**kw)
         self.rpm, self.tpm, self.window_s = int(rpm), int(tpm), float(window_s)
         self.base_latency_s, self.latency_per_request_s = base_latency_s, latency_per_request_s
@@ -97,10 +107,12 @@ class RateLimitedServer(FaultServer):
                 "x-ratelimit-reset-requests": go_duration(reset), "x-ratelimit-reset-tokens": go_duration(reset)}
 
     def charge(self, body: dict[str, Any]) -> tuple[int, int]:
-        """(prompt tokens, tokens counted against the limit)."""
+        """(prompt tokens, tokens the admission check needs left)."""
         prompt = prompt_tokens(body.get("messages") or [])
         n = int(body.get("n") or 1)
         mt = body.get("max_tokens")
+        if self.charge_rule == "actual":
+            return prompt, max(prompt, n * int(mt)) if mt else prompt + n * self.completion_tokens
         return prompt, prompt + n * (int(mt) if mt else self.completion_tokens)
 
     # ---- HTTP ---------------------------------------------------------------------------------------------
@@ -135,6 +147,9 @@ class RateLimitedServer(FaultServer):
                                                                 "type": "tokens", "code": "rate_limit_exceeded"}}
                                                      ).encode(), extra)
             return True
+        reply = self._reply(body)
+        if self.charge_rule == "actual":  # the reply is known on arrival here: deduct what it uses
+            cost = prompt + reply["usage"]["completion_tokens"]
         self._used["requests"] += 1
         self._used["tokens"] += cost
         win["requests"] += 1
@@ -147,7 +162,6 @@ class RateLimitedServer(FaultServer):
             await asyncio.sleep(self.base_latency_s + self.latency_per_request_s * self.in_flight)
         finally:
             self.in_flight -= 1
-        reply = self._reply(body)
         reply["usage"]["prompt_tokens"] = prompt
         reply["usage"]["total_tokens"] = prompt + reply["usage"]["completion_tokens"]
         await self._send(writer, 200, json.dumps(reply).encode(), self.headers())
@@ -162,6 +176,18 @@ class RateLimitedServer(FaultServer):
                 "by_client": dict(self.by_client)}
 
 
+def _padded(lo: int, hi: int) -> Any:
+    """An answer function: the fault server's answer padded to lo..hi words, the length drawn from the body."""
+    from tests.fault_server import default_answer
+
+    def answer(messages: list[dict[str, Any]], body: dict[str, Any]) -> str:
+        text = default_answer(messages, body)
+        digest = int(hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:8], 16)
+        words = lo + digest % (hi - lo + 1)
+        return " ".join(["step"] * max(0, words - len(text.split()))) + " " + text
+    return answer
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--port", type=int, required=True)
@@ -171,8 +197,12 @@ def main() -> None:
     ap.add_argument("--base-latency", type=float, default=0.2)
     ap.add_argument("--latency-per-request", type=float, default=0.005)
     ap.add_argument("--max-seconds", type=float, default=900.0)
+    ap.add_argument("--charge", default="reserved", choices=("reserved", "actual"))
+    ap.add_argument("--answer-words", default=None, help="lo-hi: pad each choice to that many words")
     args = ap.parse_args()
+    words = tuple(int(x) for x in args.answer_words.split("-")) if args.answer_words else None
     srv = RateLimitedServer(rpm=args.rpm, tpm=args.tpm, window_s=args.window, base_latency_s=args.base_latency,
+                            charge=args.charge, answer_words=words,  # type: ignore[arg-type]
                             latency_per_request_s=args.latency_per_request, max_seconds=args.max_seconds,
                             max_requests=10_000_000, port=args.port)
     srv.start()

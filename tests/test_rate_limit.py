@@ -395,3 +395,132 @@ def test_an_unwritable_share_path_paces_this_process_alone(tmp_path):
     with pytest.warns(UserWarning, match="paces alone"):
         c = controller_for(s, model="m", base_url="http://unwritable/v1", api_key="k")
     assert isinstance(c.store, LocalStore)
+
+
+# ---- what the provider deducts (ChargeLearner) -------------------------------------------------------------------
+class Counters:
+    """A provider's fixed-window counters as its headers report them: ``admit`` deducts ``tokens`` and one request."""
+
+    def __init__(self, clock, tpm=1_000_000, rpm=10_000, window_s=60.0):
+        self.clock, self.tpm, self.rpm, self.window_s = clock, tpm, rpm, window_s
+        self.tokens = self.requests = 0
+
+    def admit(self, tokens):
+        self.tokens += tokens
+        self.requests += 1
+
+    def headers(self):
+        reset = self.window_s - (self.clock() % self.window_s)
+        return {"x-ratelimit-limit-tokens": str(self.tpm), "x-ratelimit-remaining-tokens": str(self.tpm - self.tokens),
+                "x-ratelimit-limit-requests": str(self.rpm),
+                "x-ratelimit-remaining-requests": str(self.rpm - self.requests),
+                "x-ratelimit-reset-tokens": f"{reset:.3f}s", "x-ratelimit-reset-requests": f"{reset:.3f}s"}
+
+
+def serve(c, counters, rounds, *, charge_actual, prompt=100, completion=150, n=5, max_tokens=4096):
+    """``rounds`` requests one after another (4 in flight), answered by a provider deducting the reply's usage or
+    its reservation; the prompt sizes vary (the learner compares per-request means, not single requests)."""
+    async def take():
+        t = asyncio.ensure_future(c.acquire(MSG, n=n, max_tokens=max_tokens))
+        while not t.done():
+            assert await counters.clock.advance() or t.done()
+        return t.result()
+
+    async def main():
+        for r in range(rounds):
+            leases = [await take() for _ in range(4)]
+            for j, lease in enumerate(leases):
+                p = prompt + 37 * ((r + j) % 5)
+                counters.admit(p + completion if charge_actual else p + n * max_tokens)
+            for j, lease in enumerate(leases):
+                counters.clock.t += 0.01
+                lease.done(counters.headers(), {"prompt_tokens": prompt + 37 * ((r + j) % 5),
+                                                "completion_tokens": completion})
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("charge_actual,k", [(True, 0.0), (False, 1.0)])
+def test_the_providers_counters_tell_whether_it_deducts_usage_or_the_reservation(charge_actual, k):
+    clock = SimClock(0.0)
+    c = ctl(clock, start=4)
+    serve(c, Counters(clock), 10, charge_actual=charge_actual)
+    assert c.learner.k == pytest.approx(k, abs=0.02)
+    costs, _ = c.charge(MSG, n=5, max_tokens=4096)
+    # paced at what the provider will deduct: 107 prompt + 150 of the replies' completion, or the full reservation
+    assert costs["tokens"] == pytest.approx(107 * c.estimator.factor + (c.estimator.completion_per_choice * 5
+                                            if charge_actual else 5 * 4096), rel=0.02)
+    assert c.stats()["charge"]["kept_share_of_reservation"] == pytest.approx(k, abs=0.02)
+
+
+def test_without_counters_or_across_a_reset_nothing_is_learned():
+    clock = SimClock(0.0)
+    c = ctl(clock, start=4)
+
+    class NoHeaders(Counters):
+        def headers(self):
+            return {}
+    serve(c, NoHeaders(clock), 10, charge_actual=True)
+    assert c.learner.k == 1.0  # the cautious prior: the reservation
+
+    clock2 = SimClock(0.0)
+    c2 = ctl(clock2, start=4)
+    counters = Counters(clock2, window_s=0.01)  # every reply in a new window: no pair within one window
+
+    serve(c2, counters, 10, charge_actual=True)
+    assert c2.learner.provider_requests == 0 and c2.learner.k == 1.0
+
+
+def test_a_handful_of_requests_is_not_evidence_enough():
+    clock = SimClock(0.0)
+    c = ctl(clock, start=4)
+    counters = Counters(clock)
+    serve(c, counters, 2, charge_actual=True)  # 4 requests admitted between two replies: below MIN_REQUESTS
+    assert 0 < c.learner.provider_requests < c.learner.MIN_REQUESTS and c.learner.k == 1.0
+    serve(c, counters, 2, charge_actual=True)
+    assert c.learner.k == pytest.approx(0.0, abs=0.02)
+
+
+def test_fixed_rules_are_not_learned():
+    clock = SimClock(0.0)
+    c = ctl(clock, start=4, charge="reserved")
+    serve(c, Counters(clock), 10, charge_actual=True)
+    assert c.learner.k == 1.0
+    assert ctl(SimClock(), charge="actual").learner.k == 0.0
+
+
+def test_admission_is_checked_by_the_providers_rule_not_by_the_smaller_charge():
+    """A provider that deducts usage still refuses a request whose max(prompt, n x max_tokens) does not fit in what
+    is left: with 5,000 tokens left, a CoT-SC(5) request at max_tokens 4096 (admission 20,480, charge ~ 900) waits
+    for the reset."""
+    async def main():
+        clock = SimClock(0.0)
+        c = ctl(clock, start=4, charge="actual")
+        first = await c.acquire(MSG, n=5, max_tokens=4096)
+        assert first.costs["tokens"] < 2000 and first.admission == 5 * 4096
+        first.done({"x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": "5000",
+                    "x-ratelimit-reset-tokens": "3s"}, {"prompt_tokens": 107, "completion_tokens": 500})
+        t = asyncio.ensure_future(c.acquire(MSG, n=5, max_tokens=4096))
+        while not t.done() and await clock.advance():
+            pass
+        assert clock() == pytest.approx(3.0)
+        small = await c.acquire(MSG, n=1, max_tokens=10)  # after the reset nothing is known: it goes at once
+        assert small.admission == pytest.approx(small.costs["tokens"])
+    asyncio.run(main())
+
+
+def test_requests_queued_at_the_reservation_are_requeued_once_the_charge_is_learned():
+    """Charged the full reservation before anything was learned, a request waiting in the pacing schedule moves up
+    as soon as the provider is seen to deduct usage, rather than waiting out the reservation's time."""
+    async def main():
+        clock = SimClock(0.0)
+        c = ctl(clock, start=8, tpm=60_000, window_s=60.0, target=1.0)  # 1,000 tokens/s
+        first = await c.acquire(MSG, n=5, max_tokens=4096)              # ~20.6k tokens: ~20 s of schedule
+        waiting = asyncio.ensure_future(c.acquire(MSG, n=5, max_tokens=4096))
+        await clock.settle()
+        c.learner.mode = "actual"                                       # what ChargeLearner would conclude
+        first.done({}, {"prompt_tokens": 107, "completion_tokens": 500})
+        while not waiting.done() and await clock.advance():
+            pass
+        assert clock() < 3.0, clock()  # not ~20 s: requeued at ~1.4k tokens (107 + 5 x the replies' average)
+        assert waiting.result().costs["tokens"] < 2000
+    asyncio.run(main())
