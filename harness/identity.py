@@ -59,6 +59,8 @@ def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
     cfg = copy.deepcopy(resolved)
     for k in NEUTRAL_KEYS:
         _drop(cfg, k)
+    if ((cfg.get("method") or {}).get("sampling") or {}).get("n_mode") == "request":  # the default (harness/n_mode.py)
+        _drop(cfg, "method.sampling.n_mode")
     backbones = [cfg.get("backbone")] + list((cfg.get("roles") or {}).values())
     for bb in backbones:
         if isinstance(bb, dict):

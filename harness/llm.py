@@ -113,8 +113,10 @@ class LLMClient:
     calls may fail for good, with none succeeding, before every further call raises :class:`RunAborted`."""
 
     def __init__(self, backbone: Backbone, cache: ResponseCache, *, run_id: str, method: str,
-                 defaults: dict[str, Any], role: str = "default", fail_fast_after: int = 0) -> None:
+                 defaults: dict[str, Any], role: str = "default", fail_fast_after: int = 0,
+                 n_mode: str = "request") -> None:
         self.backbone = backbone
+        self.n_mode = n_mode  # harness/n_mode.py: n choices in one request, or n requests (the method's release)
         self.cache = cache
         self.run_id = run_id
         self.method = method
@@ -179,7 +181,10 @@ class LLMClient:
         for idx in indices:
             p = dict(params)
             p["seed"] = request_seed(seed if p.get("seed") is None else p["seed"], idx)
-            key = cache_key(self._backbone_id, messages, p, idx, key_adapter)
+            # n separate requests bill and pace differently from one request's n choices: their replies are kept
+            # apart in the cache, so a run never replays the other layout's token counts (n = 1 is the same request)
+            key = cache_key(self._backbone_id, messages, {**p, "n_mode": "separate"} if self.n_mode == "separate"
+                            and n > 1 else p, idx, key_adapter)
             per_sample[idx] = (p, key)
             hit = self.cache.get(key)
             if hit is not None:
@@ -189,7 +194,7 @@ class LLMClient:
             else:
                 missing.append(idx)
         if missing:
-            if self.backbone.supports_n and len(missing) > 1:
+            if self.backbone.supports_n and len(missing) > 1 and self.n_mode == "request":
                 groups = [missing]  # one request with n choices (the prompt is charged once)
             else:
                 groups = [[i] for i in missing]

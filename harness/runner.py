@@ -27,6 +27,7 @@ from agentic_repro.harness.calibration import calibration_metrics, reliability_d
 from agentic_repro.harness.context import Budgets, ProblemContext, RunContext
 from agentic_repro.harness.env import Engines, EnvHost, TrajectoryLog
 from agentic_repro.harness.meta import run_metadata
+from agentic_repro.harness.n_mode import n_mode_of
 from agentic_repro.harness.method import Method, build_method, check_requirements, resolve
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
 from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics, reasks_of
@@ -224,7 +225,8 @@ class Runner:
                 sampling = {**spec.sampling, **(role.backbone_cfg.get("sampling") or {})}
                 clients[id(bb)] = LLMClient(bb, cache, run_id=self._run_id(), method=self.method.name,
                                             defaults=sampling, role=name,
-                                            fail_fast_after=int(spec.runner_cfg.get("fail_fast_after", 3) or 0))
+                                            fail_fast_after=int(spec.runner_cfg.get("fail_fast_after", 3) or 0),
+                                            n_mode=n_mode_of(spec.method_cfg))  # harness/n_mode.py
         llms = {name: clients[id(backbones[name])] for name in self.roles}
         self._clients = list(clients.values())  # harness.rate_limit: metrics.json's rate_limit, the progress line
         max_usd = (spec.runner_cfg.get("budgets") or {}).get("max_usd")

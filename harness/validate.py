@@ -143,7 +143,10 @@ def _check_runner(runner: dict[str, Any]) -> None:
 
 def _check_backbones(cfg: dict[str, Any]) -> None:
     """The run's backbone and every role's own: concurrency, sampling, the rate_limit block."""
+    from agentic_repro.harness.n_mode import n_mode_of  # the method's sampling.n_mode (harness/n_mode.py)
     from agentic_repro.harness.rate_limit import check_backbone_config  # the rate_limit block (harness/rate_limit.py)
+
+    n_mode_of(cfg.get("method") if isinstance(cfg.get("method"), dict) else None)
 
     backbones = [("backbone", cfg.get("backbone") or {})]
     backbones += [(f"roles.{r}", b) for r, b in (cfg.get("roles") or {}).items() if isinstance(b, dict)]

@@ -67,6 +67,15 @@ def models(runs: list[Any]) -> list[str]:
     return sorted(got)
 
 
+def n_modes(runs: list[Any]) -> str:
+    """How the runs' n samples of one prompt reached the provider (config.yaml's ``method.sampling.n_mode``,
+    harness/n_mode.py): ``n_mode separate`` (n requests, the bill's prompt n times) or ``request`` (one request with
+    n choices); a run recorded before the option existed sent one request, and says so."""
+    got = sorted({str(((r.config().get("method") or {}).get("sampling") or {}).get("n_mode")
+                       or "request (not recorded)") for r in runs})
+    return f"n_mode {'/'.join(got) or 'not recorded'}"
+
+
 def split_of(run: Any) -> tuple[str, int, int | None]:
     """(split name, problems selected, problems in the split) from meta.json, config.yaml as the fallback."""
     data = run_meta(run).get("data") or {}
