@@ -480,7 +480,7 @@ def test_the_run_page_shows_judge_reasks_and_answers_scored_without_a_reference(
     (run_,) = data.find_runs(results)
     assert run_.summary()["judge"] == {"reasks": 2, "rejected": {"missing_reference": 2},
                                        "scored_without_reference": 0}
-    assert all(r["reasks"] == 1 and r["rejected"] == ["missing_reference"] for r in data.problem_rows(run_))
+    assert all(r["reasks"] == 1 and r["rejected"] == {"missing_reference": 1} for r in data.problem_rows(run_))
     out = tmp_path / "site"
     site.build([results], out, quiet=True)
     page = (out / "runs" / run_.id / "index.html").read_text()

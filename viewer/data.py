@@ -339,7 +339,7 @@ def problem_rows(run: Run, calls: list[dict[str, Any]] | None = None) -> list[di
             "error": p.get("error"), "extracted": p.get("extracted"), "gold": p.get("gold"),
             "cost_usd": p.get("cost_usd"), "calls": p.get("calls"), "fallback": _true_flag(trace, FALLBACK_KEYS),
             "cut": bool(is_cut), "confidence": p.get("confidence"),
-            "reasks": len(judge.get("rejected") or []), "rejected": judge.get("rejected") or [],
+            "reasks": len(judge.get("rejected") or []), "rejected": judge_counts([p])["rejected"],
             "no_reference": bool(p.get("status") == "ok"
                                  and (race.get("missing_reference") or race.get("reference_zeroed"))),
             "covered": covered is None or pid in covered})

@@ -113,7 +113,8 @@ function viewerCompare() {
           link.textContent = r.status === "error" ? "error" : String(r.extracted ?? "—");
           td.appendChild(link);
         } else {
-          td.textContent = r.score === null || r.score === undefined ? "—" : Number(r.score).toFixed(2);
+          td.textContent = r.status !== "ok" || r.score === null || r.score === undefined ? "—"
+            : Number(r.score).toFixed(2);   // an error is not scored (its recorded 0 is no score)
           td.dataset.v = r.score ?? "";
           td.className = r.right ? "good" : r.wrong ? "bad" : "";
         }
