@@ -172,6 +172,7 @@ class FaultServer:
         self.seen: Counter[str] = Counter()
         self.bodies: Counter[str] = Counter()
         self.log: list[tuple[float, str, str]] = []
+        self.last_headers: dict[str, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.base_events.Server | None = None
         self._thread: threading.Thread | None = None
@@ -242,6 +243,7 @@ class FaultServer:
                 method, path, _ = (lines[0].split(" ") + ["", ""])[:3]
                 headers = {k.strip().lower(): v.strip() for k, _, v in (ln.partition(":") for ln in lines[1:] if ln)}
                 body = await reader.readexactly(int(headers.get("content-length", "0") or 0))
+                self.last_headers = headers  # the request's headers, for a double that checks its API's key header
                 keep = await self._handle(method, path, body, writer)
                 if not keep:
                     break
