@@ -287,3 +287,53 @@ def test_openai_itself_at_price_zero_is_refused(tmp_path):
            "price": 0}
     with pytest.raises(BackboneError, match="bills every call"):
         asyncio.run(build_backbone(cfg, run_dir=tmp_path, seed=0))
+
+
+# ---- the estimate prices with the same table ----------------------------------------------------------------------
+
+def test_the_estimate_prices_caching_and_batch_with_the_runs_table(tmp_path, monkeypatch):
+    """`agentic-repro estimate` on runs measured against the double: the prompt-cache share it simulates on the
+    runs' own prompts is the share the double actually cached; batch=true prices IO at the Batch API's price."""
+    import csv
+
+    from agentic_repro.scripts import estimate_cost
+
+    with FaultServer(billing=OpenAIBilling()) as srv:
+        for method in ("self_refine", "io"):
+            r = cli(tmp_path, f"method={method}", "limit=3", "experiment=table1", f"backbone.base_url={srv.url}")
+            assert r.returncode == 0, r.stderr[-2000:]
+    refine = [x for x in ledger_of(tmp_path, "self_refine") if not x["cache_hit"]]
+    actual_share = sum(x["cached_tokens"] for x in refine) / sum(x["prompt_tokens"] for x in refine)
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    measured = next((tmp_path / "results" / "table1" / "hotpotqa" / "io").iterdir()).name
+    assert estimate_cost.main([f"results_root={tmp_path / 'results'}", f"measured={measured}", "batch=true",
+                               f"cache={tmp_path / 'c.sqlite'}"]) == 0
+    rows = {r["method"]: r for r in csv.DictReader(open(tmp_path / "results" / "table1" / "cost-estimate-gpt-4o-mini.csv"))}
+    sr, io = rows["self_refine"], rows["io"]
+    assert actual_share > 0.2 and float(sr["cacheable_prompt_share"]) == pytest.approx(actual_share, abs=0.08)
+    assert sr["tier"] == "standard" and float(sr["usd_billed"]) < float(sr["usd_list"])
+    assert io["tier"] == "batch" and float(io["cacheable_prompt_share"]) == 0.0  # one call per problem: no prefix
+    assert float(io["usd_billed"]) == pytest.approx(float(io["usd_list"]) / 2, rel=0.01)
+    text = (tmp_path / "results" / "table1" / "cost-estimate-gpt-4o-mini.md").read_text()
+    assert "Batch API" in text and "papers' formula" in text and "configs/prices.yaml" in text
+
+
+def ledger_of(tmp_path: Path, method: str) -> list[dict]:
+    [f] = list((tmp_path / "results").rglob(f"{method}/*/seed=*/calls.jsonl"))
+    return [json.loads(line) for line in f.read_text().splitlines() if line.strip()]
+
+
+def test_docs_price_table_is_the_table():
+    """docs/backbones.md's price table is configs/prices.yaml's, row by row (a doc that cannot go stale)."""
+    doc = (ROOT / "docs" / "backbones.md").read_text()
+    t = price_table()
+    assert f"checked {t.checked}" in doc
+    cells_of = ([c.strip() for c in line.split("|")[1:-1]] for line in doc.splitlines() if line.startswith("| `"))
+    rows = {cells[0].split("`")[1]: cells for cells in cells_of if len(cells) == 10}
+    assert set(rows) == set(t.prices)
+    for key, p in t.prices.items():
+        cells = rows[key]
+        assert cells[2].split(" ")[0] == f"{p.input_per_1m:g}" and cells[5] == f"{p.output_per_1m:g}", key
+        assert cells[3] == ("—" if p.cached_input_per_1m is None else f"{p.cached_input_per_1m:g}"), key
+        batch = dict(p.tiers)["batch"]
+        assert cells[6] == f"{batch.input:g} / {batch.output:g}" and cells[8] == p.source and cells[9] == p.verified
