@@ -25,7 +25,7 @@ from agentic_repro.harness.backbone import (BackboneError, LlamaServerBackbone, 
 from agentic_repro.harness.ledger import Price
 from agentic_repro.harness.rate_limit import parse_rate_limit
 
-KINDS = ("openai", "embedded", "vllm-server", "vllm-inprocess", "peft", "scripted")
+KINDS = ("openai", "anthropic", "gemini", "embedded", "vllm-server", "vllm-inprocess", "peft", "scripted")
 
 
 async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any = None) -> Any:
@@ -55,6 +55,9 @@ async def build_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, serve
                                         http_library=str(cfg.get("http_library", "auto")), rate_limit=rate_limit,
                                         reasoning_effort=cfg.get("reasoning_effort"),
                                         service_tier=cfg.get("service_tier"), **common)
+    if kind in ("anthropic", "gemini"):  # their native APIs (harness/native_api.py says why not the compat endpoints)
+        from agentic_repro.harness.native_api import build_native_backbone
+        return build_native_backbone(cfg, seed=seed, rate_limit=rate_limit, common=common)
     if kind == "embedded":
         if servers is None:
             raise BackboneError("an embedded backbone needs a server pool (harness.embedded.server.ServerPool)")

@@ -101,8 +101,9 @@ KEYS = tuple(f.name for f in fields(RateLimitSettings))
 
 
 def default_mode(kind: str | None) -> str:
-    """API backbones (kind openai) adapt; local ones (embedded, peft, vllm-inprocess) keep a fixed concurrency."""
-    return "adaptive" if kind == "openai" else "fixed"
+    """API backbones (kind openai, anthropic, gemini) adapt; local ones (embedded, peft, vllm-inprocess) keep a
+    fixed concurrency."""
+    return "adaptive" if kind in ("openai", "anthropic", "gemini") else "fixed"
 
 
 def parse_rate_limit(block: Any, *, kind: str | None = None, where: str = "backbone.rate_limit") -> RateLimitSettings:

@@ -27,7 +27,7 @@ class LeanPost:
     API; which is faster depends on the machine and its load (``bench/overhead.py`` measures both).
     """
 
-    def __init__(self, client: Any, library: str = "auto") -> None:
+    def __init__(self, client: Any, library: str = "auto", auth: tuple[str, str] | None = None) -> None:
         import openai
 
         if library not in HTTP_LIBRARIES:
@@ -37,7 +37,9 @@ class LeanPost:
         http = _http_module(client) if library == "auto" else importlib.import_module(library)
         self.library = http.__name__
         headers = {k: v for k, v in dict(client.default_headers).items() if isinstance(v, str)}
-        if client.api_key:
+        if auth is not None:  # a native API's own key header (Anthropic: x-api-key, Gemini: x-goog-api-key)
+            headers[auth[0]] = auth[1]
+        elif client.api_key:
             headers["Authorization"] = f"Bearer {client.api_key}"
         for name, value in (("OpenAI-Organization", getattr(client, "organization", None)),
                             ("OpenAI-Project", getattr(client, "project", None))):
@@ -54,6 +56,11 @@ class LeanPost:
         return self._client.base_url
 
     async def post(self, path: str, *, body: Any, cast_to: Any = None) -> Any:
+        return await self.send(path, body)
+
+    async def send(self, path: str, body: Any, on_error: Any = None) -> Any:
+        """POST ``body`` as JSON; the 2xx response, else the ``openai`` error for it (``on_error`` may first
+        rewrite an error response: a native API's retry hint into ``Retry-After``)."""
         url = path if "://" in path else path.lstrip("/")
         try:
             response = await self._http.post(url, json=body)
@@ -63,6 +70,8 @@ class LeanPost:
             raise self._openai.APIConnectionError(request=exc.request) from exc
         if response.status_code >= 400:
             await response.aread()
+            if on_error is not None:
+                response = on_error(response)
             make = getattr(self._client, "_make_status_error_from_response", None)
             if make is not None:
                 raise make(response)
