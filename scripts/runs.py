@@ -101,38 +101,23 @@ def csv_list(value: Any) -> list[str] | None:
 
 # ---- completeness -------------------------------------------------------------------------------------------
 
-_CONFIG_KEYS_THAT_CHANGE_ANSWERS = ("method", "sampling")
-
-
-def _same_run_config(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Keys whose values differ between a folder's config.yaml and the new run (problem selection excluded)."""
-    diffs = [k for k in _CONFIG_KEYS_THAT_CHANGE_ANSWERS if old.get(k) != new.get(k)]
-    ob, nb = dict(old.get("backbone") or {}), dict(new.get("backbone") or {})
-    if ob.get("sampling") != nb.get("sampling") or ob.get("model") != nb.get("model"):
-        diffs.append("backbone")
-    strip = {"limit", "sample"}
-    if {k: v for k, v in (old.get("benchmark") or {}).items() if k not in strip} != \
-            {k: v for k, v in (new.get("benchmark") or {}).items() if k not in strip}:
-        diffs.append("benchmark")
-    return diffs
-
-
 def run_state(spec) -> str:
-    """'done' (nothing to do), 'partial' (resume) or 'new'. Raises if the folder holds another configuration."""
+    """'done' (nothing to do), 'partial' (resume) or 'new'. Raises IdentityMismatch if the folder holds another
+    configuration: the runner's own identity check (harness.identity.check_folder_config, on identity.json's
+    configuration hash), so a launcher never calls another configuration's complete run "done"."""
     from agentic_repro.evaluators.base import build_benchmark
+    from agentic_repro.harness.identity import check_folder_config
     from agentic_repro.harness.results import RunPaths, latest_by_id, read_jsonl_tolerant
 
     paths = RunPaths(spec.out_dir)
-    if paths.config.exists():
-        old = yaml.safe_load(paths.config.read_text(encoding="utf-8")) or {}
-        diffs = _same_run_config(old, spec.full_config)
-        if diffs:
-            raise ValueError(f"{spec.out_dir} holds a run with different {', '.join(diffs)} settings; "
-                             "resuming would mix the two. Use another experiment=... or delete that folder.")
+    if spec.full_config.get("restart"):
+        return "new"  # the runner discards the folder's results first
+    check_folder_config(paths, spec.full_config)
     if not paths.metrics.exists():
         return "partial" if paths.predictions.exists() else "new"
     metrics = json.loads(paths.metrics.read_text(encoding="utf-8"))
-    problems, _ = build_benchmark(spec.benchmark_cfg).load()
+    problems, data_info = build_benchmark(spec.benchmark_cfg).load()
+    check_folder_config(paths, spec.full_config, data=data_info.to_dict())  # answers made from this data file
     done = {k for k, v in latest_by_id(read_jsonl_tolerant(paths.predictions)).items() if v.get("status") != "error"}
     if metrics.get("complete") and {p.id for p in problems} <= done and metrics.get("selected") == len(problems):
         return "done"
