@@ -520,6 +520,9 @@ class Runner:
             self._add_calibration(metrics, answered)
             writer.write_json(self.paths.metrics, metrics)
             meta["ended"] = time.time()
+            # the snapshots that answered and their fingerprints (harness.pricing: each line is priced by its own)
+            meta["served"] = {"snapshots": metrics["totals"].get("served") or {},
+                              "fingerprints": metrics["totals"].get("fingerprints") or {}}
             writer.write_json(self.paths.meta, meta)
         except OSError:
             if pending is None:

@@ -71,8 +71,11 @@ def test_self_refine_hotpotqa_is_billed_as_the_provider_bills(tmp_path):
     assert {x["system_fingerprint"] for x in rows} == {srv.billing.fingerprint_of("gpt-4o-mini-2024-07-18")}
     assert {x["priced_as"] for x in rows} == {"gpt-4o-mini"} and not any(x["price_note"] for x in rows)
     metrics = json.loads(next((tmp_path / "results").rglob("metrics.json")).read_text())
-    text = json.dumps(metrics)
-    assert "gpt-4o-mini-2024-07-18" in text and "cost_list_usd" in text
+    assert metrics["totals"]["served"] == {"gpt-4o-mini-2024-07-18": len(rows)}
+    assert metrics["totals"]["cost_list_usd"] == pytest.approx(sum(x["cost_list_usd"] for x in rows), rel=1e-9)
+    meta = json.loads(next((tmp_path / "results").rglob("meta.json")).read_text())
+    assert meta["served"] == {"snapshots": {"gpt-4o-mini-2024-07-18": len(rows)},
+                              "fingerprints": {srv.billing.fingerprint_of("gpt-4o-mini-2024-07-18"): len(rows)}}
 
 
 def test_o4_mini_runs_with_max_completion_tokens_and_is_priced_as_o4_mini(tmp_path):
