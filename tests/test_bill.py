@@ -340,3 +340,30 @@ def test_docs_price_table_is_the_table():
         assert cells[3] == ("—" if p.cached_input_per_1m is None else f"{p.cached_input_per_1m:g}"), key
         batch = dict(p.tiers)["batch"]
         assert cells[6] == f"{batch.input:g} / {batch.output:g}" and cells[8] == p.source and cells[9] == p.verified
+
+
+async def swallow_backbone_errors(problem, ctx):
+    """A method that answers anyway when its backbone fails (as some releases do): its fallback must not be
+    recorded as an answer when the failure was the dollar cap."""
+    from agentic_repro.harness.types import Solution
+
+    try:
+        first = await ctx.ask(problem.fields["q"], stage="answer")
+        await ctx.ask("check " + first, stage="check")
+        return Solution(first)
+    except Exception:  # noqa: BLE001 - the point of this double
+        return Solution("ANSWER: 0")
+
+
+def test_a_method_that_swallows_the_cap_does_not_get_its_fallback_recorded(tmp_path, tiny_data):
+    from agentic_repro.harness.scripted import ScriptedBackbone
+    from tests.conftest import make_spec, run
+
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.test_bill:swallow_backbone_errors", "params": {}},
+                     limit=4, runner={"budgets": {"max_usd": 0.02}, "max_concurrent_problems": 1})
+    bb = ScriptedBackbone(lambda m, s: "ANSWER: " + "word " * 300, price=Price(10.0, 20.0))
+    metrics = run(spec, bb)  # each call reserves ~$0.0014 of prompt + 64 x $20/1M and bills ~$0.006
+    preds = [json.loads(x) for x in (spec.results_root).rglob("predictions.jsonl").__next__().read_text().splitlines()]
+    assert metrics["complete"] is False and "dollar cap" in metrics["budget_stop"]
+    assert preds and all(p["raw_output"] != "ANSWER: 0" for p in preds)  # no fallback answer on record
+    assert metrics["budget"]["spent_usd"] < 0.02 + 0.0061  # the call that crossed it (its reply ignored max_tokens)
