@@ -160,3 +160,20 @@ def test_a_plan_that_fell_back_to_the_task_text_is_counted_in_both_rows_and_flag
     assert [r["fallback_plans"] for r in recs if r["method"] != "paper"][:2] == ["2", "2"]
     runs = vdata.find_runs(results / "auq-deepresearch")
     assert len(runs) == 2 and all(r["fallback"] for run_ in runs for r in vdata.problem_rows(run_))
+    # AUQ runs made before trace.fallback_plans: the flag is found in the rounds they recorded
+    auq = next(p for run_ in runs if run_.method == "auq_deep_research" for p in vdata.problems_of(run_).values())
+    legacy = {k: v for k, v in auq["trace"].items() if k != "fallback_plans"}
+    assert legacy["rounds"][0]["fallback_plan"] and vdata._true_flag(legacy, vdata.FALLBACK_KEYS)
+
+
+def test_the_protocol_line_names_the_backbone_not_the_judge_model(tmp_path, monkeypatch):
+    """Issue 29 item 8: the protocol's "backbone" listed every model of calls.jsonl, the judge role's too."""
+    spec = make(tmp_path, monkeypatch, method_cfg("deep_research", evidence="closed_book"), corpus=False, n=1)
+    spec.experiment, spec.results_root = "auq-deepresearch", tmp_path / "results"
+    spec.full_config = {**spec.full_config, "benchmark": spec.benchmark_cfg, "roles": spec.roles_cfg,
+                        "method": spec.method_cfg}
+    run(spec, {"scripted": ScriptedBackbone(Agent(reply(PLAN_A, 0.9))),
+               "judge-bb": ScriptedBackbone(judge_script(lambda p: 6), name="judge-llm")})
+    t = tables.write_all(tmp_path / "results", "scripted")["data"]["scripted"]["table"]
+    proto = next(r[0].text for r in t.rows if hasattr(r[0], "text") and r[0].text.startswith("↳ protocol"))
+    assert "backbone scripted-model (paper" in proto and "judge-llm-model" not in proto.split("backbone ")[1]
