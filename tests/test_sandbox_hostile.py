@@ -425,3 +425,75 @@ def test_an_unprivileged_harness_with_user_namespaces_gets_the_same_pod(planted:
     if line and "user namespace" in line or "setting up uid map" in (line or ""):
         pytest.skip(f"this kernel allows no unprivileged user namespaces: {line}")
     assert line == "RESULT True 65534 {'0000000000000000'} False failed None", (proc.stdout[-2000:], proc.stderr[-2000:])
+
+
+# ---- issue 28: a test's names, the trusted side's reporting, the runner's working directory ------------------
+
+def _mbpp_row(task_id: int) -> dict[str, Any]:
+    import json
+    for root in (os.environ.get("AGENTIC_REPRO_DATA"), REPO / "data", SHARED):
+        path = Path(root or "") / "mbpp" / "mbpp.jsonl"
+        if root and path.is_file():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                row = json.loads(line)
+                if row["task_id"] == task_id:
+                    return row
+    pytest.fail("no MBPP data: run `make data`")
+
+
+def test_a_tests_free_names_resolve_on_the_trusted_side_never_from_the_solution(mode: str) -> None:
+    """MBPP/596's asserts use `sys` without importing it: the solution's `class sys` (getsizeof gives 0) and a
+    `tuple_size` giving 0 passed before issue 28; the canonical solution still passes (the official verdict)."""
+    row = _mbpp_row(596)
+    mbpp = MBPP({"name": "mbpp", "execute_code": True, "sandbox": {"timeout_s": 20}})
+    problem = mbpp.make_problem(row, 0)
+    shadow = ("```python\nclass sys:\n    @staticmethod\n    def getsizeof(x):\n        return 0\n"
+              "def tuple_size(t):\n    return 0\n```")
+    assert asyncio.run(mbpp.score(shadow, problem)).value == 0.0
+    assert asyncio.run(mbpp.score("```python\n" + row["code"] + "\n```", problem)).value == 1.0
+
+
+MISBEHAVIOUR = {
+    # the entry point is a module object named like a module whose import runs code (unittest's main)
+    "unittest.__main__ entry point": "    return 0\nimport types\nadd = types.ModuleType('unittest.__main__')\n",
+    # 64 MB on stderr: the trusted runner once wrote its traceback to the same file under the same limit (EFBIG)
+    "64 MB to stderr": "    return 0\nimport sys\ntry:\n    sys.stderr.write('x' * (65 << 20))\n"
+                       "except BaseException:\n    pass\n",
+    # every inherited fd closed, then asleep: the trusted side once waited 10 s and blamed the reaper
+    "close every fd and sleep": "    return 0\nimport os, time\nos.closerange(0, 4096)\ntime.sleep(60)\n",
+}
+
+
+@pytest.mark.parametrize("how", list(MISBEHAVIOUR))
+def test_what_a_program_does_to_its_own_fds_is_its_failure_never_an_error(hooked_mode: str, how: str) -> None:
+    """Each would score a + b only through the sandbox failing (an infrastructure error is retried, never scored,
+    and an AFlow round with one raises SearchIncomplete): must_fail asserts failed *and* not infrastructure."""
+    res = must_fail(MISBEHAVIOUR[how], timeout_s=30.0)
+    assert res.duration_s < 15, res  # the channel-closed case is ended at once, not after the 10 s reaper wait
+
+
+@pytest.mark.parametrize("how", ["64 MB to stderr", "close every fd and sleep"])
+def test_a_misbehaving_solve_is_an_error_for_the_programmer_never_a_sandbox_failure(mode: str, how: str) -> None:
+    from agentic_repro.baselines.autoflow.operators import run_solve
+
+    body = MISBEHAVIOUR[how].split("\n", 1)[1]  # the module-level misbehaviour, then solve() returns a value
+    status, output = asyncio.run(run_solve(body + "def solve():\n    return 42\n", timeout_s=20))  # no SandboxFailure
+    # the stderr flood is the program's own business (it caught EFBIG and went on); the closed channel ends it
+    assert (status, output) == ("Success", "42") if how.startswith("64") else status == "Error", (status, output)
+
+
+PWN = '''import sys, os
+f = sys._getframe()
+while f is not None:  # imported by the trusted runner: forge its verdict with the run's nonce
+    if "nonce" in f.f_locals and "result_fd" in f.f_locals:
+        os.write(f.f_locals["result_fd"], (f.f_locals["nonce"] + ' passed ""\\n').encode())
+        break
+    f = f.f_back
+'''
+
+
+def test_the_trusted_runner_never_imports_from_the_solutions_working_directory(hooked_mode: str) -> None:
+    """isolation=process ran the root runner in the solution's cwd: a `test_pwn.py` left there and the
+    `unittest.__main__` entry point made the runner's test discovery import it and forge a pass."""
+    must_fail(f"    return 0\nopen('test_pwn.py', 'w').write({PWN!r})\nimport types\n"
+              "add = types.ModuleType('unittest.__main__')\n", timeout_s=30.0)

@@ -23,7 +23,7 @@ def restore_isolation():
 def test_the_default_is_bwrap_and_a_bad_value_is_refused_naming_the_key(monkeypatch):
     monkeypatch.delenv("AGENTIC_SANDBOX_ISOLATION", raising=False)
     cfg = compose(["method=io", "benchmark=gsm8k", "backbone=local"])
-    assert cfg["sandbox"] == {"isolation": "bwrap"}
+    assert cfg["sandbox"]["isolation"] == "bwrap" and cfg["sandbox"]["packages"][0] == "numpy"
     validate_run_config(cfg)
     cfg["sandbox"] = {"isolation": "none"}
     with pytest.raises(ConfigError, match="sandbox.isolation"):

@@ -472,6 +472,7 @@ class _Run:
     result_w: int
     out: Any
     err: Any
+    log: Any  # the trusted runner's own stderr: never a file the solution writes to
     server: _ForkServer | None
     privilege: str = "none"
     proc: subprocess.Popen[bytes] | None = None
@@ -489,6 +490,7 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
     out = os.fdopen(os.open(os.path.join(base, "stdout"), flags, 0o600), "wb+")
     err = os.fdopen(os.open(os.path.join(base, "stderr"), flags, 0o600), "wb+")
+    log = os.fdopen(os.open(os.path.join(base, "runner"), flags, 0o600), "wb+")
     spec_r, spec_w = os.pipe()
     result_r, result_w = os.pipe()
     nonce = secrets.token_hex(16)
@@ -497,21 +499,22 @@ def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None
     header = {"limits": {"memory_mb": int(memory_mb), "cpu_s": max(1, cpu), "fsize_mb": FSIZE_MB},
               "privilege": "none" if pod else privilege, "result_fd": 3 if server else result_w,
               "site_paths": _site_paths(), "solution_site_paths": _pod_site_paths() if pod else _site_paths(),
-              "entry_points": entries, "audit_hook": AUDIT_HOOK}
+              "entry_points": entries, "audit_hook": AUDIT_HOOK, "cwd": work,
+              "solution_fds": [out.fileno(), err.fileno()]}
     spec = {"mode": mode, "entry_points": entries}
     enc = lambda text: text.encode("utf-8", "surrogatepass")
     data = b"".join([_block(json.dumps(header).encode()), _block(enc(solution)), _block(json.dumps(spec).encode()),
                      _block(enc(prelude)), _block(enc(test)), _block(nonce.encode())])
     with _LOCK:
         run_id = next(_RUN_IDS)
-    return _Run(run_id, base, work, data, nonce, spec_r, spec_w, result_r, result_w, out, err, server, privilege)
+    return _Run(run_id, base, work, data, nonce, spec_r, spec_w, result_r, result_w, out, err, log, server, privilege)
 
 
 def _launch(run: _Run) -> None:
     """Start the runner: through the fork server, else as a fresh ``python -I -S`` (fallback)."""
     run.started = time.monotonic()
     try:
-        fds = (run.spec_r, run.out.fileno(), run.err.fileno(), run.result_w)
+        fds = (run.spec_r, run.out.fileno(), run.err.fileno(), run.result_w, run.log.fileno())
         if not (run.server and run.server.send({"op": "run", "id": run.id, "cwd": run.work}, fds)):
             if run.server:  # the server died under us: this run and later ones spawn directly
                 run.server = None
@@ -520,9 +523,9 @@ def _launch(run: _Run) -> None:
             run.proc = subprocess.Popen(
                 [sys.executable, "-I", "-S", "-B", "-u", "-c",
                  f"{runner_program.source()}\n_runner({bool(USE_NAMESPACES)}, {pod!r})\n"],
-                stdin=run.spec_r,
-                stdout=run.out, stderr=run.err, pass_fds=(run.result_w, *pod_fds), cwd=run.work,
-                env=_base_env(run.work), start_new_session=True)
+                stdin=run.spec_r, stdout=run.log, stderr=run.log,
+                pass_fds=(run.result_w, run.out.fileno(), run.err.fileno(), *pod_fds), cwd="/",
+                env=_base_env("/"), start_new_session=True)
     finally:
         os.close(run.spec_r)
         os.close(run.result_w)
@@ -636,7 +639,7 @@ def _release_dir(privilege: str, base: str, work: str) -> None:
     """Give a finished run's directory back for reuse if the solution left it as it was made
     (its output files gone, work/ an empty directory of the expected owner); else delete it."""
     try:
-        for name in ("stdout", "stderr"):
+        for name in ("stdout", "stderr", "runner"):
             os.unlink(os.path.join(base, name))
         st = os.lstat(work)
         owner = NOBODY if privilege == "nobody" else os.geteuid()
@@ -709,10 +712,12 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
             run.proc.wait()
     status, detail = parse_verdict(data, run.nonce) or status_without_verdict(timed_out, raw_exit)
     result = ExecResult(passed=status == "passed", status=status, duration_s=duration,
-                        stdout_tail=_tail(run.out), stderr_tail=_tail(run.err), detail=detail,
+                        stdout_tail=_tail(run.out), stderr_tail=(_tail(run.err) + _tail(run.log))[-TAIL_CHARS:],
+                        detail=detail,
                         infrastructure=status == "error" and detail.startswith(INFRASTRUCTURE))
     run.out.close()
     run.err.close()
+    run.log.close()
     _release_dir(run.privilege, run.base, run.work)
     return result
 

@@ -93,6 +93,18 @@ def _entry_points(test: str, prelude: str, explicit: Sequence[str] = (), solutio
     return tuple(sorted(names))
 
 
+def _test_modules(names: tuple[str, ...], explicit: Sequence[str] = ()) -> tuple[tuple[str, ...], str]:
+    """(entry points, trusted imports): a test's free name that is a standard-library module (MBPP/596's
+    asserts use ``sys`` without importing it) is the trusted side's own import, never the solution's binding
+    (a solution's ``class sys`` with a ``getsizeof`` returning 0 must not pass); only the other names, and
+    those the benchmark's protocol names (HumanEval's entry point), come from the solution."""
+    modules = [n for n in names if n not in explicit and n in _STDLIB]
+    return tuple(n for n in names if n not in modules), "".join(f"import {m}\n" for m in modules)
+
+
+_STDLIB = frozenset(getattr(__import__("sys"), "stdlib_module_names", ()))
+
+
 def humaneval_program(prompt: str, completion: str, test: str, entry_point: str) -> str:
     """HumanEval's ``prompt + completion + test + check(entry_point)``, split for the sandbox.
 
@@ -102,8 +114,9 @@ def humaneval_program(prompt: str, completion: str, test: str, entry_point: str)
     """
     solution = prompt + completion
     test_code = f"{test}\n\ncheck({entry_point})\n"
-    return Program(f"{solution}\n{test_code}", prelude=prompt, solution=solution, test=test_code,
-                   entry_points=_entry_points(test_code, prompt, [entry_point]))
+    entries, imports = _test_modules(_entry_points(test_code, prompt, [entry_point]), [entry_point])
+    return Program(f"{solution}\n{test_code}", prelude=imports + prompt, solution=solution, test=test_code,
+                   entry_points=entries)
 
 
 def _import_lines(test_imports: Sequence[str] | str | None) -> list[str]:
@@ -134,5 +147,6 @@ def mbpp_program(code: str, test_imports: Sequence[str] | str | None, test_list:
     tests = [test_list] if isinstance(test_list, str) else list(test_list)
     solution = f"{prelude}\n{code}" if prelude else code
     test_code = f"{test_setup_code or ''}\n" + "\n".join(tests) + "\n"
-    return Program(f"{solution}\n{test_code}", prelude=prelude, solution=solution, test=test_code,
-                   entry_points=_entry_points(test_code, prelude, (), code))
+    entries, imports = _test_modules(_entry_points(test_code, prelude, (), code))
+    return Program(f"{solution}\n{test_code}", prelude=imports + prelude, solution=solution, test=test_code,
+                   entry_points=entries)

@@ -209,7 +209,7 @@ def _serve(ctl_fd, namespaces, n_spares, pod=None):
                     req = json.loads(msg)
                 except ValueError:
                     req = {}
-                if req.get("op") == "run" and len(fds) == 4:
+                if req.get("op") == "run" and len(fds) == 5:
                     queue.append((req, fds))
                 else:
                     for fd in fds:

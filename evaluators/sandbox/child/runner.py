@@ -236,10 +236,13 @@ def _set_limit(resource, which, value, persistent):
         resource.setrlimit(which, (value, value))
 
 
-def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None):
-    """One run, with the run's fds on 0 (spec), 1/2 (stdout/stderr) and the result fd the header
-    names: reads the spec (nonce last), sends the solution its setup, runs `trusted`, kills the
-    solution's process, then returns the one verdict line (and the fd it goes to)."""
+def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None, solution_fds=None):
+    """One run, with the run's spec on fd 0, this runner's own log on 1/2, the solution's stdout/stderr
+    on `solution_fds` (default: the header's) and the result fd the header names: reads the spec (nonce
+    last), sends the solution its setup and output files, runs `trusted`, kills the solution's process,
+    then returns the one verdict line (and the fd it goes to). The runner never shares a file, a limit on
+    one or a working directory with the solution: what the solution does to its stdout/stderr/fds or
+    its cwd cannot turn into this runner failing."""
     import json, resource, socket
     chan = Chan(t_sock.fileno())
     header = json.loads(_read_block(0))
@@ -260,13 +263,19 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None):
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     solution = _read_block(0).decode("utf-8", "surrogatepass")
     setup = {k: header.get(k) for k in ("limits", "privilege", "entry_points", "audit_hook")}
-    setup.update(sealed=sealed, cwd=pod_cwd or os.getcwd(),
+    setup.update(sealed=sealed, cwd=pod_cwd or header["cwd"],
                  site_paths=header.get("solution_site_paths", header.get("site_paths", [])))
+    out_fds = list(solution_fds or header["solution_fds"])
     try:  # the solution's process gets the run's stdout/stderr, its setup and the solution
-        socket.send_fds(t_sock, [b"R"], [1, 2])
+        socket.send_fds(t_sock, [b"R"], out_fds)
         chan.send({"setup": setup, "solution": solution})
     except OSError:
         pass
+    for fd in out_fds:  # this runner keeps no handle on the solution's output files
+        try:
+            os.close(fd)
+        except OSError:
+            pass
     spec = json.loads(_read_block(0))
     prelude = _read_block(0).decode("utf-8", "surrogatepass")
     test = _read_block(0).decode("utf-8", "surrogatepass")
@@ -281,8 +290,8 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None):
             pass
     try:
         status, detail = trusted(lambda timeout: _readable(st_r, timeout), chan, spec, prelude, test, Died, Protocol,
-                                 header.get("site_paths", []), st_r,
-                                 reaper_out_of_reach=isolated or header.get("privilege") == "nobody")
+                                 st_r, reaper_out_of_reach=isolated or header.get("privilege") == "nobody",
+                                 kill=lambda: _kill_solution(pidfd))
     except MemoryError:
         status, detail = "memory", "MemoryError in the runner"
     except BaseException as exc:
@@ -359,28 +368,27 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
     environ = dict(os.environ)
     for n in range(RUNS_PER_RUNNER):
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, 65536, 4)
+            msg, fds, _, _ = socket.recv_fds(ctl, 65536, 5)
         except OSError:
             msg, fds = b"", []
-        if not msg or len(fds) != 4:  # the fork server closes: end the pod and reap it (its CPU time counts)
+        if not msg or len(fds) != 5:  # the fork server closes: end the pod and reap it (its CPU time counts)
             _end_pod(pod, pod_pid, pod_cwd is not None)
             os._exit(0)
         high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 10) for fd in fds]
         for fd in fds:
             os.close(fd)
-        for i, fd in enumerate(high):
+        for i, fd in zip((0, 5, 6, 3, 1), high):  # spec, the solution's stdout/stderr, result, this runner's log
             os.dup2(fd, i)
             os.close(fd)
+        os.dup2(1, 2)
         req = json.loads(msg)
         try:
             t_sock, st_r, pidfd = _take_solution(pod)
         except (OSError, EOFError) as exc:  # no solution process: this run gets an infrastructure error
             _sandbox_error("sandbox: the runner's pod is gone (%r)" % (exc,))
             os.killpg(os.getpgrp(), signal.SIGKILL)  # the fork server starts another runner
-        try:
-            os.chdir(req["cwd"])
-            os.environ["HOME"] = os.environ["TMPDIR"] = req["cwd"]
-            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd)
+        try:  # the runner's own cwd stays "/": never the solution's (whose files a test discovery could import)
+            result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd, (5, 6))
         except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
             print_exc()
             os.killpg(os.getpgrp(), signal.SIGKILL)
@@ -389,10 +397,9 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
         os.close(pidfd)
         result_fd = fcntl.fcntl(result_fd, fcntl.F_DUPFD, 10)
         nul = os.open(os.devnull, os.O_RDWR)
-        for i in range(4):  # drop this run's files
+        for i in range(7):  # drop this run's files
             os.dup2(nul, i)
         os.close(nul)
-        os.chdir("/")
         os.environ.clear()
         os.environ.update(environ)
         random.setstate(random_state)

@@ -8,15 +8,11 @@ _TABLES = []
 
 
 def trusted_tables():
-    """Builtin exception classes by name, and modules a test may import when it reads a name the
-    solution bound to a module (computed once, in the fork server)."""
+    """Builtin exception classes by name (computed once, in the fork server)."""
     if not _TABLES:
         import builtins
         exceptions = {n: c for n, c in vars(builtins).items() if isinstance(c, type) and issubclass(c, Exception)}
-        allowed = set(getattr(sys, "stdlib_module_names", ())) | {
-            "numpy", "scipy", "sympy", "pandas", "networkx", "regex"}
-        allowed -= {"antigravity", "this", "idlelib", "tkinter", "turtle", "turtledemo", "webbrowser"}
-        _TABLES.extend([exceptions, frozenset(allowed)])
+        _TABLES.append(exceptions)
     return _TABLES
 
 
@@ -111,19 +107,23 @@ class Remote:
     __eq__ = __ne__ = __lt__ = __le__ = __gt__ = __ge__ = __hash__ = __contains__ = refuse
 
 
-def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status_fd=None, reaper_out_of_reach=False):
+def trusted(ended, chan, spec, prelude, test, Died, Protocol, status_fd=None, reaper_out_of_reach=False, kill=None):
     """The benchmark's code. Never executes the solution; only talks to it through `chan`.
     `ended(timeout)`: waits until the reaper has reported the solution process's end (True if
     it has); `status_fd`: where it reports how that process ended. `reaper_out_of_reach`: the
     solution cannot signal the reaper (it is its namespace's init, or the solution runs as
-    nobody), so a reaper that never reports is the sandbox's failure, not the solution's."""
-    import builtins, importlib, re
+    nobody), so a reaper that never reports is the sandbox's failure, not the solution's. `kill()`: SIGKILLs
+    the solution's process (one that closed its channel but lives on is ended, and that is its failure)."""
 
     state = {"dead": None, "protocol": None}
-    exceptions, allowed_modules = trusted_tables()
+    exceptions, = trusted_tables()
 
     def untrusted_status():
         """Why the solution's process is gone. Never "passed": it only ever explains a failure."""
+        why = None
+        if kill is not None and not ended(1.0):  # its channel is closed but it lives on (closed its fds, sleeps)
+            why = "the solution closed its channel to the test and did not end (killed)"
+            kill()
         if not ended(10.0):  # the reaper reports as soon as the solution's process has ended
             if reaper_out_of_reach:
                 return "error", "sandbox: the reaper did not report the solution process's end"
@@ -136,6 +136,8 @@ def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status
                 st, stopped = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 pass
+        if why is not None:
+            return "failed", why
         if st is None:  # the reaper went without a report
             if reaper_out_of_reach:
                 return "error", "sandbox: the pod's reaper is gone"
@@ -242,15 +244,9 @@ def trusted(ended, chan, spec, prelude, test, Died, Protocol, site_paths, status
             continue
         raw = exported[name]
         if type(raw) is dict and len(raw) == 1 and "M" in raw:
-            mod = raw["M"]
-            if type(mod) is str and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", mod) and \
-                    mod.split(".")[0] in allowed_modules:
-                try:
-                    sys.path.extend(p for p in site_paths if p not in sys.path)
-                    ns[name] = importlib.import_module(mod)
-                    continue
-                except Exception:
-                    pass
+            # a module the solution bound: never imported here (importing `unittest.__main__` would run it in
+            # the trusted runner, and an import by a name the solution chose can run code it wrote); a test
+            # that needs a standard-library module imports it itself (program._test_modules)
             ns.pop(name, None)
             continue
         try:
