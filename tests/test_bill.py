@@ -367,3 +367,39 @@ def test_a_method_that_swallows_the_cap_does_not_get_its_fallback_recorded(tmp_p
     assert metrics["complete"] is False and "dollar cap" in metrics["budget_stop"]
     assert preds and all(p["raw_output"] != "ANSWER: 0" for p in preds)  # no fallback answer on record
     assert metrics["budget"]["spent_usd"] < 0.02 + 0.0061  # the call that crossed it (its reply ignored max_tokens)
+
+
+def test_a_search_stops_at_its_dollar_cap_and_resumes_under_a_higher_one(tmp_path, monkeypatch):
+    """runner.budgets.max_usd for a search caps the optimiser and every validate run together: one cap, shared."""
+    from agentic_repro.baselines.autoflow.search import run_search, search_dir
+    from agentic_repro.harness.llm import BudgetStop
+    from agentic_repro.harness.scripted import ScriptedBackbone
+    from tests.autoflow_helpers import AFlowScript, aflow_spec, write_tiny_splits
+
+    write_tiny_splits(tmp_path / "data")
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(tmp_path / "data"))
+    spec = aflow_spec(tmp_path)
+    out = search_dir(spec, spec.method_cfg["search"])
+
+    def billed() -> float:
+        rows = [json.loads(x) for f in out.rglob("calls.jsonl") for x in f.read_text().splitlines() if x.strip()]
+        return sum(r["cost_usd"] for r in rows if not r["cache_hit"])
+
+    # a validate run's first request does not fit: the run stops and so does the search, nothing billed
+    spec.runner_cfg["budgets"] = {"max_usd": 0.00001}
+    with pytest.raises(BudgetStop, match="in validate run"):
+        asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert billed() == 0
+    # the first round's validate runs fit, the optimiser's proposal (~$0.0016 reserved) does not
+    spec.runner_cfg["budgets"] = {"max_usd": 0.001}
+    with pytest.raises(BudgetStop, match="search's dollar cap"):
+        asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert 0 < billed() <= 0.001 and not (out / "artifact.json").exists()
+    spec.runner_cfg["budgets"] = {"max_usd": 1.0}
+    doc = asyncio.run(run_search(spec, backbone=ScriptedBackbone(AFlowScript())))
+    assert doc["validate_score"] is not None and (out / "artifact.json").exists() and billed() <= 1.0
+    # one cap: a validate run after the optimiser's proposals counts what the optimiser was billed
+    optimiser = sum(json.loads(x)["cost_usd"] for x in (out / "optimizer" / "calls.jsonl").read_text().splitlines()
+                    if x.strip() and not json.loads(x)["cache_hit"])
+    spent = [json.loads(m.read_text())["budget"]["spent_usd"] for m in (out / "evals").rglob("metrics.json")]
+    assert optimiser > 0 and max(spent) >= optimiser

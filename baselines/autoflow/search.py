@@ -32,7 +32,7 @@ from typing import Any
 from agentic_repro.harness.cache import ResponseCache
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
 from agentic_repro.harness.ledger import CallLog, CallSummary, LedgerFile
-from agentic_repro.harness.llm import LLMClient
+from agentic_repro.harness.llm import BudgetStop, DollarCap, LLMClient
 from agentic_repro.harness.method import resolve
 from agentic_repro.harness.lock import LOCK_NAME, FolderLock
 from agentic_repro.harness.results import RunPaths, read_json, read_jsonl_tolerant, write_json_atomic
@@ -179,6 +179,7 @@ class SearchContext:
         self._backbone = backbone
         self._servers = servers
         self._llm: LLMClient | None = None
+        self._cap: DollarCap | None = None  # runner.budgets.max_usd: one cap for the whole search (optimiser + runs)
         self._cache: ResponseCache | None = None
         self._ledger: LedgerFile | None = None
         self._calls: CallLog | None = None
@@ -223,6 +224,12 @@ class SearchContext:
         self._llm = LLMClient(self._backbones["optimizer"], self._cache, run_id=f"search/{self.method_name}",
                               method=self.method_name, defaults=sampling, role="optimizer",
                               fail_fast_after=int(self.spec.runner_cfg.get("fail_fast_after", 3) or 0))
+        max_usd = (self.spec.runner_cfg.get("budgets") or {}).get("max_usd")
+        if max_usd is not None:  # what earlier invocations of this search billed counts (every ledger under it)
+            spent = sum(float(c.get("cost_usd") or 0) for f in self.out_dir.rglob("calls.jsonl")
+                        for c in read_jsonl_tolerant(f) if not c.get("cache_hit"))
+            self._cap = DollarCap(float(max_usd), scope="search", spent=spent)
+            self._llm.cap = self._cap
 
     async def close(self) -> None:
         if self._backbone is None:
@@ -249,8 +256,11 @@ class SearchContext:
                        limit: int | None = None) -> Evaluation:
         """Run ``method_cfg`` on the validate split as an ordinary harness run under ``evals/<tag>``."""
         spec = self._eval_spec(method_cfg, tag, self.seed if seed is None else seed, limit)
-        runner = Runner(spec, backbone=self._backbone, servers=self._servers)
+        runner = Runner(spec, backbone=self._backbone, servers=self._servers, dollar_cap=self._cap)
         metrics = await runner.run()
+        if metrics.get("budget_stop"):  # the search's dollar cap: the search stops here (resumable), one line
+            raise BudgetStop(f"{metrics['budget_stop']} (in validate run {spec.out_dir}); raise "
+                             "runner.budgets.max_usd and re-run the same search command to resume")
         problems = getattr(runner, "_problems", {}) or {}
         questions = {pid: runner.benchmark.render(p) for pid, p in problems.items()}
         preds = list({r["id"]: r for r in read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")}.values())
