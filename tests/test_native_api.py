@@ -138,3 +138,24 @@ def test_the_papers_role_assignments_are_named_configs(paper_roles, role, kind, 
     cfg = compose([f"+paper_roles={paper_roles}", "method=cot", "benchmark=gsm8k"])
     assert (cfg["roles"][role]["kind"], cfg["roles"][role]["model"]) == (kind, model)
     assert price_for_model(model).model  # priced by the dated table, or this fails before any call
+
+
+def test_the_docs_role_snippets_are_the_shipped_configs():
+    """docs/backbones.md's role section: each yaml snippet is the config file it names, and each command composes."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    text = (root / "docs" / "backbones.md").read_text(encoding="utf-8")
+    section = text.split("## The papers' roles on Anthropic and Gemini", 1)[1].split("\n## ", 1)[0]
+    snippets = re.findall(r"`(configs/paper_roles/[\w.]+)`[^`]*?```yaml\n(.*?)```", section, re.DOTALL)
+    assert len(snippets) == 4
+    for path, snippet in snippets:
+        assert yaml.safe_load(snippet) == yaml.safe_load((root / path).read_text()), path
+    commands = re.findall(r"^python -m agentic_repro\.harness\.run (.+)$", section, re.MULTILINE)
+    assert len(commands) == 4
+    for line in commands:
+        cfg = compose(line.split())
+        assert any(r and r.get("kind") in ("anthropic", "gemini", "openai") for r in cfg["roles"].values()), line
