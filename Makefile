@@ -133,10 +133,12 @@ browser-tools:
 	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	  else echo "browser tests: chromium is missing; install it (e.g. sudo apt-get install chromium)"; fi; }
 
-# ruff's default rules ([tool.ruff] in pyproject.toml, ruff pinned in the test extra; ~1 s): first step of `make test`
+# ruff's default rules ([tool.ruff], ~1 s) and pyright's basic mode over the core and method packages ([tool.pyright],
+# ~3 min on 2 cores; errors only, no unresolved import), both pinned in the test extra: first step of `make test`
 .PHONY: lint
 lint: $(STAMP)/core
 	$(PY) -m ruff check .
+	$(PY) -m pyright --pythonpath $(PY) --level error
 
 test: lint install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
 	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)

@@ -51,7 +51,7 @@ class Bm25Index:
         if not self.docs:
             raise ValueError(f"DynaGraph evidence corpus {p} has no passages")
         try:
-            import bm25s
+            import bm25s  # pyright: ignore[reportMissingImports]  (the agents extra)
         except ImportError as exc:
             raise RuntimeError("DynaGraph evidence=bm25 needs bm25s: pip install -e '.[agents]'") from exc
         self._bm25s = bm25s
@@ -65,7 +65,7 @@ class Bm25Index:
     @staticmethod
     def _stemmer() -> Any:
         try:
-            import Stemmer
+            import Stemmer  # pyright: ignore[reportMissingImports]  (the agents extra)
 
             return Stemmer.Stemmer("english")
         except ImportError:

@@ -115,7 +115,7 @@ class ALFWorldEngine:
 
     def __init__(self, games_dir: str = GAMES_DIR, data_dir_override: str | None = None,
                  action_rewrite: str = "put_to_move") -> None:
-        import textworld  # noqa: F401 - fail at construction when the `agents` extra is missing
+        import textworld  # noqa: F401 - fail at construction when the `agents` extra is missing  # pyright: ignore[reportMissingImports]
 
         rewrite_action("", action_rewrite)  # validate the option early
         self.root = data_dir(data_dir_override) / games_dir
@@ -124,8 +124,8 @@ class ALFWorldEngine:
         self._won = False
 
     def _start(self, gamefile: Path) -> Any:
-        import textworld
-        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+        import textworld  # pyright: ignore[reportMissingImports]  (the agents extra)
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos  # pyright: ignore[reportMissingImports]
 
         infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
         return textworld.start(str(gamefile), request_infos=infos,

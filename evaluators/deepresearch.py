@@ -390,7 +390,7 @@ class BM25Corpus:
 
     def __init__(self, path: Path) -> None:
         try:
-            import bm25s
+            import bm25s  # pyright: ignore[reportMissingImports]  (the agents extra)
         except ImportError as exc:  # the `agents` extra
             raise RuntimeError("the search tool needs bm25s: pip install -e '.[agents]'") from exc
         self.docs = read_jsonl(path)

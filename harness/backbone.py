@@ -497,12 +497,12 @@ class VLLMInProcessBackbone:
     def __init__(self, *, name: str, model: str, price: Price, params: float | None = None,
                  max_concurrency: int = 64, engine_args: dict[str, Any] | None = None) -> None:
         try:
-            import vllm  # noqa: F401
+            import vllm  # noqa: F401  # pyright: ignore[reportMissingImports]  (the gpu extra)
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise BackboneError(
                 "backbone=vllm-inprocess needs vLLM and a GPU: install the `gpu` extra "
                 "(`pip install -e .[gpu]`), or use backbone=vllm with a running `vllm serve` URL") from exc
-        from vllm import LLM
+        from vllm import LLM  # pyright: ignore[reportMissingImports]  (the gpu extra)
 
         self.name, self.model, self.price, self.params = name, model, price, params
         self.max_concurrency = max_concurrency
@@ -522,7 +522,7 @@ class VLLMInProcessBackbone:
 
     async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int, *,
                        adapter: str | None = None) -> BackboneResult:
-        from vllm import SamplingParams
+        from vllm import SamplingParams  # pyright: ignore[reportMissingImports]  (the gpu extra)
 
         check_adapter(self.name, self.adapters, adapter)  # in-process LoRA: use a vLLM server or peft
 

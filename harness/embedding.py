@@ -115,8 +115,8 @@ class MiniLMEmbedder(_Counting):
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        import torch
-        from sentence_transformers import SentenceTransformer
+        import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
+        from sentence_transformers import SentenceTransformer  # pyright: ignore[reportMissingImports]
 
         if threads:
             torch.set_num_threads(int(threads))

@@ -141,7 +141,7 @@ def realize(swarm: dict[str, Any], logits: list[float], *, rng: random.Random | 
 
 def graph_log_prob(logits: Any, decisions: list[list[Any]]) -> Any:
     """Differentiable log-prob of a realized graph (torch tensor ``logits``)."""
-    import torch
+    import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
 
     if not decisions:
         return torch.zeros(())
@@ -333,7 +333,7 @@ class GPTSwarmOptimiser:
     async def search(self, sctx: Any) -> Any:
         import json
 
-        import torch
+        import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
 
         from agentic_repro.baselines.autoflow.maas import _domain_of
         from agentic_repro.baselines.autoflow.search import SearchResult
@@ -417,7 +417,7 @@ def _adam_to_json(sd: dict[str, Any]) -> dict[str, Any]:
 
 
 def _adam_from_json(doc: dict[str, Any]) -> dict[str, Any]:
-    import torch
+    import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
 
     state = {}
     for k, v in doc["state"].items():

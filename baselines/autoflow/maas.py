@@ -167,7 +167,7 @@ def operators_for(graph: str) -> list[str]:
 # ---- the controller (torch) ----------------------------------------------------------------------------------
 
 def _torch():
-    import torch
+    import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
     return torch
 
 

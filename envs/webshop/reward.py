@@ -24,7 +24,7 @@ import re
 from typing import Any
 from collections.abc import Callable
 
-from thefuzz import fuzz
+from thefuzz import fuzz  # pyright: ignore[reportMissingImports]  (the agents extra)
 
 FUZZ_THRESHOLD = 85
 
@@ -66,7 +66,7 @@ def noun_tagger(kind: str = "auto") -> tuple[Callable[[str], list[str]], str]:
             return fallback_nouns, FALLBACK_NAME
     if kind in ("auto", "spacy"):
         try:
-            import spacy
+            import spacy  # pyright: ignore[reportMissingImports]  (optional)
 
             nlp = spacy.load(SPACY_MODEL)
         except Exception as exc:  # absent package or model

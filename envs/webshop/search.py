@@ -34,7 +34,7 @@ class Analyzer:
     """Text → index terms (see the module docstring)."""
 
     def __init__(self) -> None:
-        import Stemmer
+        import Stemmer  # pyright: ignore[reportMissingImports]  (the agents extra)
 
         self._stem = Stemmer.Stemmer("porter").stemWord
 
@@ -59,7 +59,7 @@ class ProductSearch:
     """BM25 (bm25s, Lucene variant) over the catalogue; ``search`` returns product indices, best first."""
 
     def __init__(self, texts: list[str], *, k1: float = 0.9, b: float = 0.4) -> None:
-        import bm25s
+        import bm25s  # pyright: ignore[reportMissingImports]  (the agents extra)
 
         self.analyzer = Analyzer()
         corpus = [self.analyzer(t) for t in texts]

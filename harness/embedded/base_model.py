@@ -71,7 +71,7 @@ def detach_gguf_quantizer(model: Any) -> Any:
     Uses the quantizer's own ``remove_quantization_config`` (hf_quantizer, config.quantization_config,
     quantization_method, is_quantized), then clears the per-module ``config._is_quantized`` flag it also sets.
     """
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel  # pyright: ignore[reportMissingImports]  (the train extra)
 
     quantizer = getattr(model, "hf_quantizer", None)
     if quantizer is not None:
@@ -94,7 +94,7 @@ def _gguf_parts(path: str) -> tuple[str, str]:
 
 def load_tokenizer(base: BaseModel) -> Any:
     """The tokenizer (with the chat template); for a GGUF it is rebuilt from the file once and cached by sha256."""
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer  # pyright: ignore[reportMissingImports]  (the train extra)
 
     if base.is_gguf:
         cached = _gguf_hf_dir(base)
@@ -112,7 +112,7 @@ def _gguf_hf_dir(base: BaseModel) -> Path:
     out = default_cache_dir().parent / "hf-from-gguf" / f"{sha[:16]}-v{_HF_DIR_VERSION}"
     if (out / ".complete").is_file():
         return out
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer  # pyright: ignore[reportMissingImports]  (the train extra)
 
     from agentic_repro.harness.embedded.gguf import _locked
 
@@ -128,7 +128,7 @@ def _gguf_hf_dir(base: BaseModel) -> Path:
         if "quantization_config" in cfg.__dict__:
             delattr(cfg, "quantization_config")
         if not cfg.architectures:  # the converters pick their model class from it
-            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+            from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES  # pyright: ignore[reportMissingImports]
 
             cfg.architectures = [MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[cfg.model_type]]
         cfg.save_pretrained(tmp)
@@ -141,8 +141,8 @@ def _gguf_hf_dir(base: BaseModel) -> Path:
 
 def load_base(base: BaseModel, *, dtype: str = "float32") -> tuple[Any, Any]:
     """(model, tokenizer) ready for peft: a GGUF is dequantised to ``dtype`` with its quantizer detached."""
-    import torch
-    from transformers import AutoModelForCausalLM
+    import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
+    from transformers import AutoModelForCausalLM  # pyright: ignore[reportMissingImports]  (the train extra)
 
     torch_dtype = getattr(torch, dtype)
     if base.is_gguf:

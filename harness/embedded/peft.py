@@ -54,7 +54,7 @@ class PeftBackbone:
                  threads: int | None = None) -> None:
         try:
             import peft  # noqa: F401
-            import torch
+            import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
         except ImportError as exc:  # pragma: no cover - depends on the extra
             raise BackboneError(INSTALL_HINT, kind="config", attempts=0) from exc
         from agentic_repro.harness.embedded.base_model import base_identity, load_base, resolve_base
@@ -121,7 +121,7 @@ class PeftBackbone:
                   adapter: str | None) -> list[Completion]:
         import contextlib
 
-        import torch
+        import torch  # pyright: ignore[reportMissingImports]  (the embed/train extra)
 
         ids = self._tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt",
                                             return_dict=True).to(self._device)

@@ -226,7 +226,7 @@ def _server_setting_names() -> frozenset[str]:
     if _settings_names is None:
         names = set(_SETTINGS_FALLBACK)
         with contextlib.suppress(Exception):
-            from llama_cpp.server.settings import ModelSettings, ServerSettings
+            from llama_cpp.server.settings import ModelSettings, ServerSettings  # pyright: ignore[reportMissingImports]
 
             names |= set(ModelSettings.model_fields) | set(ServerSettings.model_fields)
         _settings_names = frozenset(names)

@@ -31,7 +31,7 @@ def _send(obj: dict) -> None:
 
 
 def _params(req: dict):
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # pyright: ignore[reportMissingImports]  (the gpu extra)
 
     s = dict(req.get("sampling") or {})
     logprobs = s.pop("top_logprobs", None) if s.pop("logprobs", False) else None
@@ -42,7 +42,7 @@ def _params(req: dict):
 def _lora(req: dict, ids: dict[str, int]):
     if not req.get("lora"):
         return None
-    from vllm.lora.request import LoRARequest
+    from vllm.lora.request import LoRARequest  # pyright: ignore[reportMissingImports]  (the gpu extra)
 
     name, path = req["lora"]
     ids.setdefault(name, len(ids) + 1)
@@ -109,8 +109,8 @@ def _logprobs(o) -> list[dict] | None:
 
 def main(argv: list[str]) -> int:
     engine_args = json.loads(argv[0]) if argv else {}
-    import vllm
-    from vllm import LLM
+    import vllm  # pyright: ignore[reportMissingImports]  (the gpu extra)
+    from vllm import LLM  # pyright: ignore[reportMissingImports]  (the gpu extra)
 
     llm = LLM(**engine_args)
     _send({"ready": True, "vllm_version": vllm.__version__, "pid": os.getpid()})
