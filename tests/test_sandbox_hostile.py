@@ -497,3 +497,69 @@ def test_the_trusted_runner_never_imports_from_the_solutions_working_directory(h
     `unittest.__main__` entry point made the runner's test discovery import it and forge a pass."""
     must_fail(f"    return 0\nopen('test_pwn.py', 'w').write({PWN!r})\nimport types\n"
               "add = types.ModuleType('unittest.__main__')\n", timeout_s=30.0)
+
+
+# ---- issue 28: the pod survives what a run leaves --------------------------------------------------------------
+
+DEEP_TREE = ("    import os\n    os.chdir('/tmp')\n    for _ in range(1200):\n        os.mkdir('d')\n        os.chdir('d')\n"
+             "    open('f', 'w').write('x')\n    return 0\n")
+
+
+def test_a_deep_tree_left_in_tmp_does_not_cost_the_next_problem_its_verdict(mode: str,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 1,200-deep /tmp tree made the init's recursive emptying raise RecursionError and exit; the next problem
+    on that runner (a correct answer) then failed with "the runner's pod is gone". The next run must pass, and
+    see an empty /tmp."""
+    monkeypatch.setattr(launch, "SPARE_RUNNERS", 1)
+    launch._stop_fork_server()
+    launch._SERVER = None
+    for _ in range(3):
+        res = run_program(humaneval_program(PROMPT, DEEP_TREE, TEST, "add"), timeout_s=30)
+        assert res.status == "failed" and not res.infrastructure, res
+        honest = run_program(humaneval_program(PROMPT, "    import os\n    return a + b + len(os.listdir('/tmp'))\n",
+                                               TEST, "add"), timeout_s=30)
+        assert honest.passed, honest
+
+
+def _descendants(root: int) -> list[int]:
+    parents: dict[int, int] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                stat = Path(f"/proc/{name}/stat").read_text()
+                parents[int(name)] = int(stat.rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                pass
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, pp in parents.items() if pp == pid]
+        out += kids
+        todo += kids
+    return out
+
+
+def test_a_pod_that_died_is_replaced_before_the_next_problem(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever ends a pod's init between two runs, the next problem runs in a fresh pod, never an error."""
+    import contextlib
+    import signal
+    import time
+    monkeypatch.setattr(launch, "SPARE_RUNNERS", 1)
+    launch._stop_fork_server()
+    launch._SERVER = None
+    honest = humaneval_program(PROMPT, "    import os\n    print('PID', os.getpid())\n    return a + b\n", TEST, "add")
+    assert run_program(honest, timeout_s=30).passed
+    server = launch._SERVER
+    assert server is not None
+    inits = [p for p in _descendants(server.proc.pid)
+             if b"\n_pod(3, " in Path(f"/proc/{p}/cmdline").read_bytes()[-40:]]  # the init's -c ends with its call
+    assert inits, "no pod init found"
+    for pid in inits:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    for pid in inits:  # gone (a zombie at most) before the next problem is sent
+        while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+            time.sleep(0.01)
+    for _ in range(3):
+        res = run_program(honest, timeout_s=30)
+        assert res.passed and not res.infrastructure, res

@@ -382,10 +382,29 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
             os.close(fd)
         os.dup2(1, 2)
         req = json.loads(msg)
-        try:
-            t_sock, st_r, pidfd = _take_solution(pod)
-        except (OSError, EOFError) as exc:  # no solution process: this run gets an infrastructure error
-            _sandbox_error("sandbox: the runner's pod is gone (%r)" % (exc,))
+        t_sock = st_r = pidfd = None
+        for attempt in range(2):
+            try:
+                t_sock, st_r, pidfd = _take_solution(pod)
+                if pod_cwd is not None and _readable(pod.fileno(), 0):  # its init has gone since it forked this one
+                    t_sock.close()
+                    os.close(st_r)
+                    os.close(pidfd)
+                    t_sock = st_r = pidfd = None
+                    raise EOFError("the pod's init is gone")
+                break
+            except (OSError, EOFError):
+                if attempt or pod_cwd is None:
+                    break
+            # a bwrap pod that died (whatever a program left it) is replaced before this run, never reported as
+            # this run's error: a fresh interpreter in a fresh view, which has seen nothing of any run
+            try:
+                _end_pod(pod, pod_pid, False)
+            except OSError:
+                pass
+            pod, pod_pid, isolated, pod_cwd = _start_pod(namespaces, shared_netns, libc, sealed, pod_spec)
+        if t_sock is None:  # no solution process: this run gets an infrastructure error
+            _sandbox_error("sandbox: the runner's pod is gone and could not be replaced")
             os.killpg(os.getpgrp(), signal.SIGKILL)  # the fork server starts another runner
         try:  # the runner's own cwd stays "/": never the solution's (whose files a test discovery could import)
             result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd, (5, 6))

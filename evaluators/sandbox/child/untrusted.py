@@ -86,14 +86,35 @@ def _audit_guard(event, args):
 
 
 def _empty_dir(path):
-    """Remove everything under `path` (a pod's /scratch or /tmp after a run); raises if it cannot."""
-    for entry in list(os.scandir(path)):
-        if entry.is_dir(follow_symlinks=False):
-            os.chmod(entry.path, 0o700)
-            _empty_dir(entry.path)
-            os.rmdir(entry.path)
-        else:
-            os.unlink(entry.path)
+    """Remove everything under `path` (a pod's /scratch or /tmp after a run); raises if it cannot. Without
+    recursion and without deep paths, whatever tree a program left (a 1,200-deep one made the recursive
+    version raise RecursionError and the init exit): every subdirectory's own subdirectories are moved up
+    to `path` itself, so no directory handled is ever more than one level deep."""
+    top = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    moved = 0
+    try:
+        while True:
+            entries = list(os.scandir(top))
+            if not entries:
+                return
+            for entry in entries:
+                if not entry.is_dir(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=top)
+                    continue
+                os.chmod(entry.name, 0o700, dir_fd=top, follow_symlinks=False)
+                sub = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=top)
+                try:
+                    for inner in list(os.scandir(sub)):
+                        if inner.is_dir(follow_symlinks=False):
+                            moved += 1
+                            os.rename(inner.name, ".emptied-%d" % moved, src_dir_fd=sub, dst_dir_fd=top)
+                        else:
+                            os.unlink(inner.name, dir_fd=sub)
+                finally:
+                    os.close(sub)
+                os.rmdir(entry.name, dir_fd=top)
+    finally:
+        os.close(top)
 
 
 def _pod_problem(root):
