@@ -326,3 +326,90 @@ def pass_at_k(answered: list[dict[str, Any]], k: int, threshold: float) -> dict[
         values[str(j)] = sum(per) / len(per) if per else None
         counts[str(j)] = len(per)
     return {"pass_at_k": values, "pass_at_k_problems": counts}
+
+
+# ---- reading a run: exactly the problems its current selection holds ---------------------------------------
+
+@dataclass
+class RunReading:
+    """A run folder read through its current selection (``meta.json`` ``ids``, written when an invocation starts):
+    the latest record of each selected id, never "the first k records" of ``predictions.jsonl`` (a re-run with
+    another ``sample`` holds records of problems it no longer selects). Every table cell and the viewer read a run
+    through this one object, so a number and the problems it claims are the same set."""
+
+    ids: list[str]
+    records: dict[str, dict[str, Any]]
+    metrics: dict[str, Any]
+    stale: str | None = None      # why metrics.json does not describe the current selection
+    legacy: str | None = None     # why the selection cannot be told (an old folder): nothing is read from it
+    unrecorded: int = 0           # an old folder's selected problems with neither a recorded id nor a record
+
+    @property
+    def scores(self) -> dict[str, float]:
+        """Answered selected id -> score in [0, 1]."""
+        return {k: float(r.get("score") or 0.0) for k, r in self.records.items() if r.get("status") != "error"}
+
+    @property
+    def errors(self) -> list[str]:
+        return [k for k, r in self.records.items() if r.get("status") == "error"]
+
+    @property
+    def missing(self) -> list[str]:
+        return [k for k in self.ids if k not in self.records]
+
+    @property
+    def n(self) -> int:
+        return len(self.scores)
+
+    @property
+    def selected(self) -> int:
+        return len(self.ids) + self.unrecorded
+
+    @property
+    def mean_pct(self) -> float | None:
+        s = self.scores
+        return 100.0 * sum(s.values()) / len(s) if s else None
+
+    @property
+    def complete(self) -> bool:
+        """Metrics say complete and cover this selection; every selected problem answered, none an error."""
+        return (self.stale is None and self.legacy is None and bool(self.metrics.get("complete"))
+                and self.selected > 0 and not self.errors and not self.missing and not self.unrecorded)
+
+
+def read_run(run_dir: str | os.PathLike[str], metrics: dict[str, Any] | None = None) -> RunReading:
+    """The run in ``run_dir`` read through its current selection (see :class:`RunReading`).
+
+    The selection is ``meta.json`` ``ids`` (this invocation's); a folder written before it was recorded falls back
+    to ``metrics.json`` ``ids``, then to every record when their count is what metrics.json selected; otherwise
+    (``legacy``) it cannot tell which records the numbers cover and reads nothing. ``stale``: the metrics cover
+    another selection than the current one (an invocation running, killed, or a re-run at another size)."""
+    paths = RunPaths(Path(run_dir))
+    if metrics is None:   # the caller's copy when it has read it already (one reading of the file)
+        metrics = read_json(paths.metrics, what="the run's metrics", default=None) or {}
+    meta = read_json(paths.meta, what="the run's metadata", default=None)
+    meta = meta if isinstance(meta, dict) else {}
+    latest = latest_by_id(read_jsonl_tolerant(paths.predictions))
+    covered = metrics.get("ids")
+    ids = meta.get("ids")
+    stale = legacy = None
+    unrecorded = 0
+    if ids is None:
+        ids = covered
+    if ids is None:   # an old folder: neither file recorded the selection
+        sel = metrics.get("selected")
+        if sel is not None and len(latest) > int(sel):
+            legacy = (f"{paths.predictions} holds {len(latest)} problems and metrics.json selected {sel}, and the run "
+                      "recorded no selection (made before selections were recorded): re-run it to record one")
+            ids = []
+        else:
+            ids = sorted(latest, key=lambda k: (latest[k].get("index") is None, latest[k].get("index") or 0))
+            unrecorded = max(0, int(sel or 0) - len(ids))
+    ids = [str(k) for k in ids]
+    if not metrics:
+        stale = "no metrics.json yet (an invocation is running or was killed)"
+    elif covered is None and meta.get("ids") is not None or covered is not None and [str(k) for k in covered] != ids:
+        stale = (f"metrics.json covers {'an earlier' if covered is None else 'another'} selection than the current "
+                 f"invocation's {len(ids)} problems (an invocation is running, was killed, or the folder was re-run "
+                 "at another size)")
+    return RunReading(ids, {k: latest[k] for k in ids if k in latest}, metrics, stale, legacy, unrecorded)

@@ -405,7 +405,7 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             sr = agg.mean
             aurocs = [rep["phi"][p]["auroc"] for p in PHIS]
             tag = tagger_footnote(exp, [agg]) if bench == "webshop" else None
-            cells += [Cell(f"{fmt(sr)} {ci.text() if ci else '[—]'} n={agg.n_problems}", sup=feet.marks([tag]) if tag else ""),
+            cells += [Cell(f"{fmt(sr)} {ci.text() if ci else '[—]'} {agg.n_text()}", sup=feet.marks([tag]) if tag else ""),
                       " / ".join(fmt(x, 2) for x in aurocs), fmt(avg_calls(agg)), paper_txt]
             records.append({**rec, "status": "ok", "sr": sr, "ci_low": ci.low if ci else None,
                             "ci_high": ci.high if ci else None, "n": agg.n_problems, "calls_per_episode": avg_calls(agg),

@@ -17,13 +17,12 @@ errors are counted from ``predictions.jsonl`` (``status: error``).
 from __future__ import annotations
 
 import json
-import math
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentic_repro.harness.results import read_jsonl_tolerant
+from agentic_repro.harness.results import RunReading, read_jsonl_tolerant, read_run
 from agentic_repro.scripts.stats import Interval, interval
 
 
@@ -34,24 +33,26 @@ class SeedRun:
     metrics: dict[str, Any]
     _preds: list[dict[str, Any]] | None = field(default=None, repr=False)
     _config: dict[str, Any] | None = field(default=None, repr=False)
+    _reading: RunReading | None = field(default=None, repr=False)
+
+    def reading(self) -> RunReading:
+        """The run read through its current selection (:func:`agentic_repro.harness.results.read_run`)."""
+        if self._reading is None:
+            self._reading = read_run(self.dir, self.metrics)
+        return self._reading
 
     @property
     def score_pct(self) -> float | None:
-        v = self.metrics.get("score_pct")
-        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+        """Mean (%) over the answered problems of the current selection, from their records (the same set the
+        interval and n come from); None when none is answered."""
+        s = self.problem_scores()
+        return 100.0 * sum(s.values()) / len(s) if s else None
 
     def predictions(self) -> list[dict[str, Any]]:
-        """The latest record of every selected problem (a retried problem's last attempt). A folder re-run with
-        a smaller ``limit`` holds more problems than its metrics cover: the first ``selected`` by index count."""
+        """The latest record of every problem the run's current selection holds (a retried problem's last attempt),
+        never records of problems an earlier, larger or other selection ran."""
         if self._preds is None:
-            latest: dict[str, dict[str, Any]] = {}
-            for r in read_jsonl_tolerant(self.dir / "predictions.jsonl"):
-                latest[r["id"]] = r
-            preds = list(latest.values())
-            sel = int(self.metrics.get("selected") or 0)
-            if sel and len(preds) > sel:
-                preds = sorted(preds, key=lambda p: (p.get("index") is None, p.get("index") or 0))[:sel]
-            self._preds = preds
+            self._preds = list(self.reading().records.values())
         return self._preds
 
     def sandbox_isolation(self) -> str | None:
@@ -79,30 +80,36 @@ class SeedRun:
     # ---- completeness (interface 6: n, n_errors, selected, complete) ---------------------------------
     @property
     def n_errors(self) -> int:
-        if self.metrics.get("n_errors") is not None:
-            return int(self.metrics["n_errors"])
+        """Selected problems whose latest record is an error."""
         return sum(1 for p in self.predictions() if p.get("status") == "error")
 
     @property
     def selected(self) -> int:
-        return int(self.metrics.get("selected") or self.metrics.get("n") or 0)
+        """Problems (records) the current selection holds."""
+        return self.reading().selected
 
     @property
     def n(self) -> int:
-        """Answered problems (errors excluded). Old metrics counted errors in ``n``; the predictions decide."""
-        preds = self.predictions()
-        if preds:
-            ok = sum(1 for p in preds if p.get("status", "ok") != "error")
-            return min(ok, self.selected) if self.selected else ok
-        return max(0, int(self.metrics.get("n") or 0) - (0 if "first_error" in self.metrics else self.n_errors))
+        """Answered problems of the current selection (errors excluded)."""
+        return sum(1 for p in self.predictions() if p.get("status", "ok") != "error")
 
     @property
     def complete(self) -> bool:
-        return bool(self.metrics.get("complete")) and self.n_errors == 0 and self.n >= self.selected > 0
+        """metrics.json says complete and covers the current selection, every selected problem answered."""
+        return self.reading().complete
+
+    @property
+    def unread(self) -> str | None:
+        """Why the run's numbers cannot stand for its current selection (stale metrics, no recorded selection)."""
+        r = self.reading()
+        return r.legacy or r.stale
 
     def problem_scores(self) -> dict[str, float]:
-        """Answered problem id -> score in [0, 1]."""
+        """Answered selected problem id -> score in [0, 1]."""
         return {p["id"]: float(p.get("score") or 0.0) for p in self.predictions() if p.get("status", "ok") != "error"}
+
+    def selection(self) -> frozenset[str]:
+        return frozenset(self.reading().ids)
 
     def per_problem(self, key: str) -> float:
         return float((self.metrics.get("per_problem") or {}).get(key) or 0.0)
@@ -135,7 +142,12 @@ class SeedRun:
 
 @dataclass
 class Agg:
-    """One table cell: the runs of one (experiment, benchmark, method, backbone), one per seed."""
+    """One table cell: the runs of one (experiment, benchmark, method, backbone), one per seed.
+
+    The cell is ONE set of (problem, seed) scores: the problems each run's current selection holds (recorded per
+    invocation, :func:`agentic_repro.harness.results.read_run`), for every seed. Its mean, interval and n all come
+    from that set. Seeds whose selections differ make the cell *mixed*: shown, never averaged (a mean of per-seed
+    means over different problems has no interval that contains it)."""
 
     runs: list[SeedRun] = field(default_factory=list)
 
@@ -145,21 +157,27 @@ class Agg:
         return [r for r in self.runs if r.score_pct is not None and r.n > 0]
 
     @property
+    def mixed(self) -> bool:
+        """The seeds' selections differ (e.g. seed 42 on 40 problems, seed 123 on 5)."""
+        return len({r.selection() for r in self.runs}) > 1
+
+    @property
     def complete(self) -> bool:
-        return bool(self.runs) and all(r.complete for r in self.runs)
+        return bool(self.runs) and all(r.complete for r in self.runs) and not self.mixed
 
     @property
     def incomplete(self) -> bool:
-        """Runs exist but at least one has errors or unanswered problems: show it, never average it."""
+        """Runs exist but one has errors or unanswered problems, stale metrics, or the seeds ran different
+        problems: show it, never average it."""
         return bool(self.runs) and not self.complete
 
     @property
     def mean(self) -> float | None:
-        """Mean over seeds of ``score_pct``; None unless every run is complete."""
+        """Mean (%) over the cell's (problem, seed) scores; None unless the cell is complete."""
         if not self.complete:
             return None
-        s = [r.score_pct for r in self.scored]
-        return sum(s) / len(s) if s and len(s) == len(self.runs) else None  # type: ignore[arg-type]
+        m = self.problem_means()
+        return sum(m) / len(m) if m else None
 
     @property
     def std(self) -> float | None:
@@ -174,7 +192,12 @@ class Agg:
 
     @property
     def n_problems(self) -> int:
+        """Problems of the cell (each seed's, when complete; else the fewest a seed answered)."""
         return min((r.n for r in self.runs), default=0)
+
+    def n_text(self) -> str:
+        """``n=problems`` or ``n=problems×seeds``: the size of the cell's (problem, seed) set."""
+        return f"n={self.n_problems}" + (f"×{len(self.seeds)}" if len(self.seeds) > 1 else "")
 
     @property
     def answered(self) -> int:
@@ -188,19 +211,31 @@ class Agg:
     def n_errors(self) -> int:
         return sum(r.n_errors for r in self.runs)
 
-    def problem_means(self) -> list[float]:
-        """Per-problem score (in %) averaged over seeds, over the problems every seed answered."""
+    def problem_scores(self) -> dict[str, float]:
+        """Problem id -> score (%) averaged over the seeds, over the problems every seed answered (all of them
+        in a complete cell: the paired tests of the marks read this)."""
         per = [r.problem_scores() for r in self.runs]
         if not per:
-            return []
+            return {}
         common = set(per[0]).intersection(*per[1:]) if len(per) > 1 else set(per[0])
-        return [100.0 * sum(p[i] for p in per) / len(per) for i in sorted(common)]
+        return {i: 100.0 * sum(p[i] for p in per) / len(per) for i in sorted(common)}
+
+    def problem_means(self) -> list[float]:
+        """Per-problem score (in %) averaged over seeds, over the problems every seed answered."""
+        return list(self.problem_scores().values())
 
     def ci(self, level: float = 0.95) -> Interval | None:
         """95% interval of the cell's mean over problems (see :func:`agentic_repro.scripts.stats.interval`)."""
         return interval(self.problem_means(), level) if self.complete else None
 
     def incomplete_text(self) -> str:
+        if self.mixed:
+            return "seeds ran different problems (" + ", ".join(f"{r.seed}: {r.selected}" for r in self.runs) + \
+                "): not averaged"
+        if any(r.reading().legacy for r in self.runs):
+            return "unreadable: no recorded selection"
+        if any(r.reading().stale for r in self.runs):
+            return f"stale {self.answered}/{self.selected}: metrics.json covers another selection"
         e = self.n_errors
         return f"incomplete {self.answered}/{self.selected}" + (f", {e} error{'s' if e != 1 else ''}" if e else "")
 
@@ -213,6 +248,8 @@ class Agg:
 
     def first_error(self) -> str | None:
         for r in self.runs:
+            if r.unread:
+                return f"{r.dir}: {r.unread}"
             fe = r.metrics.get("first_error")
             if isinstance(fe, dict) and fe.get("error"):       # interface 6: {"id", "error", "kind"}
                 return f"{fe['error']} (problem {fe.get('id')})"
@@ -259,6 +296,17 @@ class RunKey:
     seed: int
 
 
+class DuplicateRunKey(ValueError):
+    """Two folders say they are the same run (benchmark, method, backbone, seed): which one a table reads would
+    depend on the order folders sort in, so neither is read."""
+
+    def __init__(self, key: RunKey, first: Path, second: Path) -> None:
+        super().__init__(f"two folders hold the run {key.benchmark}/{key.method}/{key.backbone}/seed={key.seed}: "
+                         f"{first} and {second}; move the one that is not the current run out of results/ (a kept "
+                         "copy belongs outside the experiment's folder)")
+        self.key, self.folders = key, (first, second)
+
+
 class RunIndex:
     """Every run under ``results/<experiment>/``, keyed by what its ``config.yaml`` says it is."""
 
@@ -278,6 +326,8 @@ class RunIndex:
                 key = _key_of(m.parent, base)
                 if key is None:
                     continue
+                if key[0] in runs:   # a kept copy (seed=42.old) must not replace, or be replaced by, the run
+                    raise DuplicateRunKey(key[0], runs[key[0]].dir, m.parent)
                 runs[key[0]] = SeedRun(key[0].seed, m.parent, metrics, _config=key[1])
         return cls(Path(root), experiment, runs)
 

@@ -45,8 +45,7 @@ def cell_text(a: Agg) -> str:
     if a.mean is None:
         return "—"
     ci = a.ci()
-    n = f"n={a.n_problems}" + (f"×{len(a.seeds)}" if len(a.seeds) > 1 else "")
-    return f"{fmt(a.mean)} {ci.text() if ci else '[—]'} {n}"
+    return f"{fmt(a.mean)} {ci.text() if ci else '[—]'} {a.n_text()}"
 
 
 def protocol_record(root: Path, exp: dict[str, Any], backbone: str) -> dict[str, Any]:
@@ -111,19 +110,25 @@ def row_label(row: dict[str, Any], aggs: dict[str, Agg]) -> str:
 # ---- best / second marks: only where a paired test says the difference is real -------------------------------
 
 def problem_scores(a: Agg) -> dict[str, float]:
-    """Problem id -> score (%) averaged over the cell's seeds, over the problems every seed answered."""
-    per = [r.problem_scores() for r in a.runs]
-    common = set(per[0]).intersection(*per[1:]) if per else set()
-    return {k: 100.0 * sum(p[k] for p in per) / len(per) for k in common}
+    """Problem id -> score (%) averaged over the cell's seeds (:meth:`Agg.problem_scores`)."""
+    return a.problem_scores()
+
+
+def beats(a: dict[str, float], b: dict[str, float], alpha: float) -> bool:
+    """Whether cell ``a`` is significantly above cell ``b``: direction AND p from one paired comparison, on the
+    problems both answered. A cell that ran more problems is compared on the shared ones only, so its own mean
+    (over problems the other never ran) decides nothing; no shared problem, no mark."""
+    shared = set(a) & set(b)
+    return bool(shared) and sum(a[k] - b[k] for k in shared) > 0 and paired_test(a, b).p < alpha
 
 
 def significance_marks(column: list[Agg | None], alpha: float) -> dict[int, str]:
     """Row index -> "bold" | "underline" in one benchmark column of complete cells.
 
-    The highest mean is bold only if it beats every other complete cell by a paired test over their shared
-    problems (:func:`agentic_repro.scripts.stats.paired_test`: exact McNemar on 0/1 scores, Wilcoxon signed-rank on F1) at
-    ``alpha``; the second highest is underlined only if the best is bold and it too beats every cell below it.
-    Ties on the mean, or a column with one complete cell, mark nothing."""
+    The highest mean is bold only if it :func:`beats` every other complete cell (:func:`agentic_repro.scripts.stats.paired_test`:
+    exact McNemar on 0/1 scores, Wilcoxon signed-rank on F1, at ``alpha``, above it on their shared problems); the
+    second highest is underlined only if the best is bold and it too beats every cell below it. Ties on the mean,
+    or a column with one complete cell, mark nothing."""
     cells = [(i, a) for i, a in enumerate(column) if a is not None and a.mean is not None]
     if len(cells) < 2:
         return {}
@@ -133,7 +138,7 @@ def significance_marks(column: list[Agg | None], alpha: float) -> dict[int, str]
     def beats_all_below(k: int) -> bool:
         i, a = cells[k]
         return all(round(a.mean, 6) > round(b.mean, 6)  # type: ignore[arg-type]
-                   and paired_test(scores[i], scores[j]).p < alpha for j, b in cells[k + 1:])
+                   and beats(scores[i], scores[j], alpha) for j, b in cells[k + 1:])
 
     out: dict[int, str] = {}
     if beats_all_below(0):
@@ -264,7 +269,9 @@ def paper_rows(row: dict[str, Any], r: dict[str, Any], pref: dict[str, Any], ben
 def marks_note(alpha: float, experiment: str = "table1", n_means: str = "six") -> str:
     """The legend of the best/second marks: which test, at which level, set where."""
     return ("Best bold, second underlined only where the difference is significant: a paired test over the "
-            "problems both cells answered (each problem's score averaged over seeds), exact McNemar on 0/1 scores "
+            "problems both cells answered (each problem's score averaged over seeds) gives both the direction and "
+            "the p-value — cells that ran different problems are compared on their shared problems only, and a "
+            "mark stands only where those carry it; exact McNemar on 0/1 scores "
             f"(accuracy, pass@1), Wilcoxon signed-rank otherwise (F1), two-sided p < {alpha:g} "
             f"(scripts/stats.py paired_test; `significance_alpha` in scripts/experiments/{experiment}.yaml); the best "
             "must beat every other complete cell of its column, the second every cell below it. Avg carries no "
@@ -353,7 +360,8 @@ def bench_cell(ren: Rendering, r: dict[str, Any], b: str, base: dict[str, Any], 
     if a.incomplete:
         err = a.first_error()
         ren.records.append({**rec, "status": "incomplete", "first_error": err,
-                            "reason": "errors or unanswered problems: not averaged"})
+                            "reason": "seeds ran different problems: not averaged" if a.mixed else
+                            "errors, unanswered problems or stale metrics: not averaged"})
         ren.incomplete.append(f"{where}: {a.incomplete_text()}" + (f" (first error: {err[:160]})" if err else "")
                               + f" — {'; '.join(a.sources(ren.root))}")
         return Cell(cell_text(a))
@@ -498,7 +506,8 @@ def table_notes(ren: Rendering, exp: dict[str, Any], alpha: float, proto: dict[s
         notes.append(scorers)
     if ren.incomplete:
         notes.append("incomplete = the cell's runs have errors (infrastructure failures, not wrong answers) or "
-                     "unanswered problems; it is not averaged. Re-run the target to resume or retry: "
+                     "unanswered problems, metrics that cover another selection (stale), or seeds that ran different "
+                     "problems; it is not averaged. Re-run the target to resume or retry: "
                      + " | ".join(ren.incomplete))
     notes.extend(n for n in (stop_note(ren.stop), *reference_notes(exp, ren.backbone, ren.any_inferred),
                              size_note(exp, proto)) if n)

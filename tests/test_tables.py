@@ -403,3 +403,142 @@ def test_time_estimate_from_measured_runs(tmp_path):
     est = estimate_s(items, root, "table1", {"gen_s_per_token": 0.1, "prompt_s_per_token": 0.01})
     # io: 5 - 2 done = 3 problems x 10 s measured, x (150 x 0.1 + 100 x 0.01) = 16 s at the rates; cot: no data
     assert est == {"latency_s": 30.0, "tokens_s": pytest.approx(48.0), "estimated": 1, "to_do": 2}
+
+
+# ---- one reading of a cell (issue 29 items 1-4): runs through the real runner, backbone scripted --------------
+
+def _echo_data(root: Path, monkeypatch, bench: str, n: int, splits: dict[str, range] | None = None) -> None:
+    """``n`` EchoBenchmark problems "What is i+i?" of benchmark ``bench`` (one file per split)."""
+    for split, idx in (splits or {"test": range(n)}).items():
+        (root / bench).mkdir(parents=True, exist_ok=True)
+        (root / bench / f"{split}.jsonl").write_text("".join(
+            json.dumps({"id": f"p{i}", "q": f"What is {i}+{i}?", "a": str(2 * i)}) + "\n" for i in idx))
+    monkeypatch.setenv("AGENTIC_REPRO_DATA", str(root))
+
+
+def _right_on(ok):
+    """A script right on problem i when ``ok(i)``, wrong elsewhere."""
+    import re
+
+    def script(messages, sampling):
+        i = int(re.search(r"What is (\d+)\+", messages[-1]["content"]).group(1))
+        return f"ANSWER: {2 * i if ok(i) else -1}"
+    return script
+
+
+def _echo_run(tmp_path: Path, bench: str, method: str, ok, *, seed: int = 42, limit=None, sample=None,
+              experiment: str = "table1", backbone: str = "scripted", bench_extra=None, method_extra=None):
+    """A run of ``method`` (its real config) on the EchoBenchmark ``bench`` through the runner, scripted backbone."""
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.runner import RunSpec
+    from tests.conftest import run
+
+    m = {**dict(compose([f"method={method}"])["method"]), **(method_extra or {})}
+    b = {"name": bench, "kind": "tests.conftest.EchoBenchmark", "split": "test", "splits": {"test": f"{bench}/test.jsonl"},
+         "limit": limit, "sample": sample, "metric": "accuracy", "answer_instruction": "End with ANSWER: <n>.",
+         **(bench_extra or {})}
+    bb = {"name": backbone, "kind": "scripted", "model": "scripted-model", "price": {"input_per_1m": 0, "output_per_1m": 0}}
+    spec = RunSpec(experiment=experiment, seed=seed, method_cfg=m, benchmark_cfg=b, backbone_cfg=bb,
+                   sampling={"temperature": 0.0, "max_tokens": 64},
+                   cache_cfg={"mode": "off", "path": str(tmp_path / "cache.sqlite")}, runner_cfg={"progress": False},
+                   results_root=tmp_path / "results",
+                   full_config={"method": m, "benchmark": b, "backbone": bb, "seed": seed, "experiment": experiment})
+    return spec, run(spec, ScriptedBackbone(_right_on(ok), name=backbone))
+
+
+def _cell(table, label: str, col: int = 1):
+    row = next(r for r in table.rows if str(getattr(r[0], "text", r[0])) == label)
+    return row[col]
+
+
+def test_a_mark_takes_its_direction_from_the_shared_problems(tmp_path, monkeypatch):
+    """Item 1: IO 75.0 on 40 problems (wrong on the 10 CoT ran) vs CoT 60.0 on those 10 (right on 6): IO's own
+    mean is higher, but on the problems both answered CoT wins 6-0 (McNemar p = 0.031 against IO). IO must not be
+    bold. Where the shared problems carry it (IO right on them, CoT right on 4 of 10, IO wins 6-0) IO is bold."""
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.stats import paired_test
+
+    _echo_data(tmp_path / "data", monkeypatch, "gsm8k", 40)
+    _echo_data(tmp_path / "data", monkeypatch, "math", 40)
+    _echo_run(tmp_path, "gsm8k", "io", lambda i: i >= 10)
+    _echo_run(tmp_path, "gsm8k", "cot", lambda i: i < 6, limit=10)
+    _echo_run(tmp_path, "math", "io", lambda i: i < 30)
+    _echo_run(tmp_path, "math", "cot", lambda i: i < 4, limit=10)
+    t, _ = table1.build(tmp_path / "results", "scripted")
+    io, cot = _cell(t, "IO"), _cell(t, "CoT")
+    assert io.text.startswith("75.0 [") and "n=40" in io.text and cot.text.startswith("60.0 [") and "n=10" in cot.text
+    io_s = {f"p{i}": 100.0 * (i >= 10) for i in range(40)}
+    p = paired_test(io_s, {f"p{i}": 100.0 * (i < 6) for i in range(10)})
+    assert (p.n_shared, p.n_differ, round(p.p, 4)) == (10, 6, 0.0312)      # significant, and against IO
+    assert not io.bold and not cot.bold and not io.underline
+    assert _cell(t, "IO", 2).bold and not _cell(t, "CoT", 2).bold       # the shared problems carry it: IO bold
+    assert "direction and the p-value" in table1.marks_note(0.05)
+
+
+def test_a_cell_over_seeds_is_one_set_of_problem_seed_scores(tmp_path, monkeypatch):
+    """Item 2: seed 42 on 8 problems, seed 123 on 3 is not averaged (the old cell printed the unweighted mean of
+    the two seed means with an interval over the 3 shared problems, the mean outside it). Seeds on the same
+    selection: mean, interval and n from the same (problem, seed) set, the mean inside its interval."""
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.stats import interval
+
+    _echo_data(tmp_path / "data", monkeypatch, "gsm8k", 8)
+    _echo_data(tmp_path / "data", monkeypatch, "math", 8)
+    _echo_run(tmp_path, "gsm8k", "io", lambda i: i < 3, seed=42)
+    _echo_run(tmp_path, "gsm8k", "io", lambda i: True, seed=123, limit=3)
+    _echo_run(tmp_path, "math", "io", lambda i: i < 3, seed=42, limit=4)
+    _echo_run(tmp_path, "math", "io", lambda i: i < 1, seed=123, limit=4)
+    t, recs = table1.build(tmp_path / "results", "scripted")
+    assert _cell(t, "IO").text == "seeds ran different problems (42: 8, 123: 3): not averaged"
+    rec = next(r for r in recs if r["row"] == "IO" and r["benchmark"] == "gsm8k")
+    assert rec["status"] == "incomplete" and rec.get("mean") is None
+    same = _cell(t, "IO", 2).text                       # per problem over seeds: 100, 50, 50, 0 -> 50.0
+    ci = interval([100.0, 50.0, 50.0, 0.0])
+    assert same == f"50.0 {ci.text()} n=4×2" and ci.low <= 50.0 <= ci.high
+
+
+def test_a_rerun_at_a_smaller_sample_reads_the_problems_it_selects(tmp_path, monkeypatch):
+    """Item 3: a folder run with sample=6, then in place with sample=3 (another seeded subset): the cell is the 3
+    problems the current selection holds (recorded in meta.json by the runner), not "the first 3 records" of
+    predictions.jsonl. A run whose metrics.json covers another selection than the current one (running, killed,
+    re-run) is stale: never averaged."""
+    from agentic_repro.evaluators.data import select
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.stats import wilson
+
+    _echo_data(tmp_path / "data", monkeypatch, "gsm8k", 12)
+    now = {f"p{i}" for i in select(list(range(12)), limit=None, sample=3, sample_seed=0)}
+    ok = lambda i: f"p{i}" not in now                   # right exactly on the problems NOT selected now
+    _echo_run(tmp_path, "gsm8k", "io", ok, sample=6)
+    spec, m = _echo_run(tmp_path, "gsm8k", "io", ok, sample=3)
+    meta = json.loads((spec.out_dir / "meta.json").read_text())
+    assert set(meta["ids"]) == now and set(m["ids"]) == now and m["score_pct"] == 0.0
+    t, _ = table1.build(tmp_path / "results", "scripted")
+    assert _cell(t, "IO").text == f"0.0 {wilson(0, 3).text()} n=3"
+    meta["ids"] = sorted(now | {"p0", "p1"})            # an invocation selecting 5 started after these metrics
+    (spec.out_dir / "meta.json").write_text(json.dumps(meta))
+    t, recs = table1.build(tmp_path / "results", "scripted")
+    assert _cell(t, "IO").text.startswith("stale ") and "covers another selection" in _cell(t, "IO").text
+    assert next(r for r in recs if r["row"] == "IO" and r["benchmark"] == "gsm8k").get("mean") is None
+
+
+def test_two_folders_with_one_run_key_are_an_error_naming_both(tmp_path, monkeypatch):
+    """Item 4: a kept copy seed=42.old (an older 20% run) beside the current seed=42 (90%): one key, two folders.
+    Before, the copy sorted last and its score replaced the current run's; now neither is read."""
+    import shutil
+
+    from agentic_repro.scripts import table1
+    from agentic_repro.scripts.collect import DuplicateRunKey
+
+    _echo_data(tmp_path / "data", monkeypatch, "gsm8k", 10)
+    spec, _ = _echo_run(tmp_path, "gsm8k", "io", lambda i: i < 2)
+    old = spec.out_dir.with_name("seed=42.old")
+    shutil.copytree(spec.out_dir, old)
+    shutil.rmtree(spec.out_dir)
+    _echo_run(tmp_path, "gsm8k", "io", lambda i: i < 9)
+    with pytest.raises(DuplicateRunKey) as err:
+        table1.build(tmp_path / "results", "scripted")
+    assert str(spec.out_dir) in str(err.value) and str(old) in str(err.value) and "gsm8k/io/scripted/seed=42" in str(err.value)
+    shutil.move(str(old), str(tmp_path / "kept-seed=42.old"))      # kept outside the experiment: the run reads
+    t, _ = table1.build(tmp_path / "results", "scripted")
+    assert _cell(t, "IO").text.startswith("90.0 [")
