@@ -37,7 +37,7 @@ from agentic_repro.dyflow.counts import run_counts as dyflow_run_counts
 from agentic_repro.scripts.collect import Agg, RunIndex, SeedRun
 from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.runs import CONFIGS, EXPERIMENTS, Planned, csv_list, method_config, method_folder, parse_args
-from agentic_repro.scripts.table1 import cell_text, marks_note, significance_marks
+from agentic_repro.scripts.table1 import cell_protocol, cell_text, marks_note, row_protocol, significance_marks
 
 REPO = Path(__file__).resolve().parents[1]
 TABLES = ("table1", "table2", "table3", "table4", "table8", "table9", "table10", "passk", "operators")
@@ -48,7 +48,7 @@ UNTRAINED = {"label": "DyFlow, untrained designer", "method": "dyflow", "experim
 CSV_FIELDS = ["table", "backbone", "row", "method", "benchmark", "status", "scorer", "rule_mean", "mean", "ci_low",
               "ci_high", "n_problems",
               "n_seeds", "n_errors", "invalid_designs", "stages_given_up", "fallback_answers", "review_answers",
-              "paper", "diff", "value", "reason", "sources"]
+              "paper", "diff", "value", "reason", "protocol", "row_protocol", "sources"]
 
 
 def load_spec() -> dict[str, Any]:
@@ -466,9 +466,40 @@ def score_paper_rows(ren: ScoreRendering, ref: dict[str, Any], row: dict[str, An
     return [p, d]
 
 
+def designer_protocol(aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
+    """A DyFlow row's designer as its runs' designer calls recorded it (calls.jsonl model and adapter) against the
+    paper's DyPlanner."""
+    got = sorted({str(c.get("model") or "?") + (f" + adapter {c['adapter']}" if c.get("adapter") else "")
+                  for a in aggs.values() for r in a.runs for c in r.calls()
+                  if c.get("role") == "designer" and not c.get("error")})
+    return f"designer {'/'.join(got) or 'not recorded'} vs paper {pp.get('designer', 'not stated')}"
+
+
+def score_protocol_row(ren: ScoreRendering, row: dict[str, Any], aggs: dict[str, Agg], benches: list[str],
+                       pp: dict[str, Any]) -> list[Any]:
+    """The ``↳ protocol`` row under a row the paper reports, generated from what its runs recorded against
+    ``paper_protocol`` (as Table 1's): backbone, designer (DyFlow rows), temperature, max tokens; per benchmark the
+    scorer and judge, split and n of the paper's, seeds. A searched row says its test split holds out the part
+    its search ran on (HumanEval: 109 of the paper's 164)."""
+    rp = row_protocol(row["label"], aggs, pp)
+    if _is_dyflow(row.get("method")):
+        rp += "; " + designer_protocol(aggs, pp)
+    searched = bool((method_config(row.get("method") or "") or {}).get("search")) if row.get("method") else False
+    cells = []
+    for b in benches:
+        text = cell_protocol(b, aggs[b], pp)[0]
+        if searched and aggs[b].runs:
+            text += "; a searched row runs the test split only: its train part is held out for the search"
+        cells.append(text)
+        for rec in ren.own(row, b):
+            rec["protocol"], rec["row_protocol"] = text, rp
+    return [rp, *cells, ""]
+
+
 def score_rows(ren: ScoreRendering, body_row: tuple[Any, ...], benches: list[str], marks: dict[str, dict[int, str]],
-               ri: int, ref: dict[str, Any]) -> list[list[Any]]:
-    """One method's row and the rows under it: rule-based score, DyFlow's counts, the paper's value and Δ."""
+               ri: int, ref: dict[str, Any], pp: dict[str, Any] | None = None) -> list[list[Any]]:
+    """One method's row and the rows under it: rule-based score, DyFlow's counts, the paper's value, Δ and the
+    protocol line (where ``pp``, the paper's protocol, is given)."""
     row, _exp, aggs, means, avg, reason = body_row
     devs = score_row_deviations(row, aggs)
     cells: list[Any] = [Cell(row["label"], sup=ren.feet.marks(devs)) if devs else row["label"]]
@@ -481,6 +512,8 @@ def score_rows(ren: ScoreRendering, body_row: tuple[Any, ...], benches: list[str
         out.append(counts_row(ren, row, aggs, benches))
     if row["label"] in ref:
         out.extend(score_paper_rows(ren, ref, row, means, avg, benches))
+        if pp:
+            out.append(score_protocol_row(ren, row, aggs, benches, pp))
     if reason:
         ren.notes.append(f"— {row['label']}: {reason}")
     return out
@@ -497,6 +530,11 @@ def score_notes(ren: ScoreRendering, spec: dict[str, Any], t: dict[str, Any], bo
     line = protocol_note([(r[0]["label"], r[2]) for r in body], benches, ren.labels)
     if line:
         notes.append(line)
+    if spec.get("paper_protocol") and (t.get("reference") or {}).get("rows"):
+        notes.append("↳ protocol: generated from what each row's runs recorded (calls.jsonl models, designer calls "
+                     "and temperatures, config.yaml scorer keys and max tokens, meta.json split and n, the seeds), "
+                     "each against the paper's protocol (DyFlow §4.1, D.1 Table 7, D.3; `paper_protocol` in "
+                     "scripts/experiments/dyflow_tables.yaml): = paper, ≠ paper, or \"paper: not stated\".")
     if ren.counted:
         notes.append("↳ designer failures / fallback answers (DyFlow rows, answered problems, from the traces): "
                      "invalid designs = designer replies that could not be used (re-asked); stages given up = "
@@ -528,8 +566,9 @@ def score_table(res: Results, spec: dict[str, Any], key: str, backbone: str, rec
     alpha = float(spec.get("significance_alpha", 0.05))   # best/second only where a paired test says so
     marks = {b: significance_marks([r[2][b] for r in body], alpha) for b in benches}
     ren = ScoreRendering(key, backbone, labels, res.root, records)
+    pp = spec.get("paper_protocol") if "phi-4" in str((t.get("reference") or {}).get("backbone", "")).lower() else None
     for ri, body_row in enumerate(body):
-        table.rows.extend(score_rows(ren, body_row, benches, marks, ri, ref))
+        table.rows.extend(score_rows(ren, body_row, benches, marks, ri, ref, pp))
     table.notes = score_notes(ren, spec, t, body, alpha)
     return table
 

@@ -443,3 +443,38 @@ def test_humaneval_cells_footnote_the_release_code_rewrite_when_it_was_off(tmp_p
     dy(root2, "humaneval_dyflow", "release")    # the rewrite on: no footnote
     t2 = dt.write_all(root2, ["table1"], ["local"], tmp_path / "out2")["tables"]["table1"][0]
     assert not rows_of(t2)["DyFlow (Ours)"][he].sup and not any("final-code rewrite" in n for n in t2.notes)
+
+
+def test_each_paper_row_has_a_protocol_line_from_its_runs(tmp_path: Path, monkeypatch):
+    """Item 10 (issue 29): under each "↳ paper" row of DyFlow's Table 1 a "↳ protocol" line generated from what the
+    row's runs recorded against the paper's (Phi-4 executor, temperature 0.01, HumanEval on all 164): Vanilla on the
+    whole file, AFlow (a searched row: its test run from CoT's solver here) on the test split, which says it holds
+    out the search's part and is n of the paper's 164."""
+    from tests.test_tables import _echo_data, _echo_run
+
+    _echo_data(tmp_path / "data", monkeypatch, "humaneval_dyflow", 16,
+               splits={"full": range(16), "test": range(4, 16)})
+    splits = {"splits": {"full": "humaneval_dyflow/full.jsonl", "test": "humaneval_dyflow/test.jsonl"}, "metric": "pass@1"}
+    _echo_run(tmp_path, "humaneval_dyflow", "io", lambda i: i % 2 == 0, experiment="dyflow_table1", backbone="local",
+              bench_extra={**splits, "split": "full"})
+    _echo_run(tmp_path, "humaneval_dyflow", "cot", lambda i: i % 3 == 0, experiment="dyflow_table1", backbone="local",
+              bench_extra=splits, method_extra={"name": "aflow", "search": {"split": "train", "params": {}}})
+    res = dt.write_all(tmp_path / "results", ["table1"], ["local"], tmp_path / "out")
+    rows = res["tables"]["table1"][0].rows
+    labels = [str(getattr(r[0], "text", r[0])) for r in rows]
+    for name, n, split in (("Vanilla", 16, "full"), ("AFlow", 12, "test")):
+        i = labels.index(name)
+        assert labels[i + 1:i + 3] == ["↳ paper", "↳ Δ (ours − paper)"]
+        proto = rows[i + 3]
+        assert proto[0].startswith("↳ protocol: backbone local-model ≠ paper phi-4; T 0 ≠ paper 0.01")
+        he = proto[5]
+        assert f"split {split} n={n} of {n} vs paper full (all 164): {n} of the paper's 164 problems" in he
+        assert "metric=pass@1" in he and "(paper: pass@1, check(entry_point), no judge)" in he
+        assert ("a searched row runs the test split only: its train part is held out for the search" in he) == \
+            (name == "AFlow")
+    assert labels[labels.index("DyFlow (Ours)") + 3].startswith("↳ protocol: not run; paper backbone phi-4; designer")
+    import csv
+
+    recs = [r for r in csv.DictReader(open(tmp_path / "out" / "table1.csv"))
+            if r["row"] == "AFlow" and r["benchmark"] == "humaneval_dyflow"]
+    assert recs[0]["protocol"].startswith("scorer metric=pass@1") and recs[0]["row_protocol"].startswith("↳ protocol")
