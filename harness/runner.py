@@ -90,6 +90,15 @@ def solution_from_record(rec: dict[str, Any]) -> Solution:
     return Solution(answer=rec.get("raw_output") or "", confidence=rec.get("confidence"), trace=rec.get("trace") or {})
 
 
+def _budgets(spec: RunSpec) -> dict[str, Any]:
+    """``runner.budgets``; a null ``max_calls_per_problem`` takes the method's own default (searched methods
+    declare a finite one, issue 28)."""
+    budgets = dict(spec.runner_cfg.get("budgets") or {})
+    if budgets.get("max_calls_per_problem") is None and spec.method_cfg.get("max_calls_per_problem") is not None:
+        budgets["max_calls_per_problem"] = int(spec.method_cfg["max_calls_per_problem"])
+    return budgets
+
+
 class Runner:
     def __init__(self, spec: RunSpec, backbone: Any | None = None, servers: Any | None = None,
                  dollar_cap: DollarCap | None = None) -> None:
@@ -238,7 +247,7 @@ class Runner:
         ctx = RunContext(run_id=self._run_id(), seed=spec.seed, method=self.method.name, llms=llms,
                          benchmark=BenchmarkInfo.of(self.benchmark),
                          adapters={name: role.adapter for name, role in self.roles.items()},
-                         budgets=Budgets(**(spec.runner_cfg.get("budgets") or {})))
+                         budgets=Budgets(**_budgets(spec)))
         return clients, ctx
 
     async def _preflight(self, ctx: RunContext, distinct: list[Any], cache: ResponseCache) -> None:

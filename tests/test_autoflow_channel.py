@@ -327,3 +327,51 @@ def test_the_hook_function_reads_no_global_and_closes_over_nothing():
     ops = {i.opname for i in dis.get_instructions(guard)}
     assert not ops & {"LOAD_GLOBAL", "LOAD_NAME", "LOAD_DEREF", "LOAD_CLASSDEREF"}, ops
     assert not guard.co_freevars and not guard.co_cellvars
+
+
+HUGE_N = simple("r = await operator.MultiGenerateCoT(None)(input=problem, instruction='x', n=20000)\n"
+                "return 'ANSWER: ' + r['response'][0]")
+
+
+@pytest.mark.parametrize("graph, refused, calls", [
+    (HUGE_N, "n=20000 is not an integer from 0 to 5", 0),  # one request once made 20,000 calls against max_calls=64
+    (simple("for i in range(3):\n    r = await operator.MultiGenerateCoT(None)(input=problem, instruction=str(i), n=3)\n"
+            "return 'ANSWER: ' + r['response'][0]"), "more than 8 model calls (6 made, 3 more", 6),
+    (simple("r = await operator.MdEnsemble(None)(solutions=['a', 'b'], problem=problem, vote_count=999)\n"
+            "return 'ANSWER: ' + r['solution']"), "vote_count=999", 0),
+    (simple("r = await operator.Programmer(None)(problem=problem, attempts=50)\nreturn 'ANSWER: ' + r['output']"),
+     "attempts=50", 0),
+    (simple("r = await operator.Test(None)(problem, 'x', 'f', 10 ** 6)\nreturn 'ANSWER: ' + str(r)"), "test_loop=", 0),
+])
+def test_a_workflows_counts_are_capped_and_max_calls_counts_model_calls(tmp_path, tiny_data, graph, refused, calls):
+    """Through the real runner, channel and backbone double: a count argument over limits.max_count, or a batch
+    whose model calls (n=3 counts 3) would pass max_calls, is refused before any of its calls starts."""
+    from agentic_repro.harness.results import read_jsonl_tolerant
+    from agentic_repro.harness.runner import Runner
+    from tests.conftest import make_spec
+    from tests.doubles import ScriptedBackbone
+
+    method = {"name": "counts", "solver": "agentic_repro.baselines.autoflow.workflow:SandboxedWorkflow",
+              "roles": ["executor"], "params": {"graph": graph, "limits": {"idle_timeout_s": 10, "max_calls": 8}}}
+    spec = make_spec(tmp_path, method, limit=1)
+    bb = ScriptedBackbone(lambda m, s: "ANSWER: 0", max_concurrency=4)
+    metrics = asyncio.run(Runner(spec, backbone=bb).run())
+    ledger = [r for r in read_jsonl_tolerant(spec.out_dir / "calls.jsonl") if "stage" in r]
+    assert len(ledger) == calls == metrics["totals"]["calls"] == len(bb.requests)
+    wf = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]["trace"]["workflow"]
+    assert not wf["ok"] and wf["failure"] == "refused" and refused in wf["detail"], wf
+
+
+@pytest.mark.parametrize("method", ["aflow", "adas", "maas", "gptswarm", "mermaidflow", "judgeflow"])
+def test_searched_methods_get_a_finite_per_problem_call_budget(method):
+    """runner.budgets.max_calls_per_problem is null by default; a searched method's own default fills it (and the
+    run's config.yaml records the method config that carries it)."""
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.runner import _budgets, spec_from_config
+
+    spec = spec_from_config(compose([f"method={method}", "benchmark=gsm8k", "backbone=local"]))
+    assert spec.runner_cfg["budgets"]["max_calls_per_problem"] is None
+    assert _budgets(spec)["max_calls_per_problem"] == spec.method_cfg["max_calls_per_problem"] == 320
+    io = spec_from_config(compose(["method=io", "benchmark=gsm8k", "backbone=local",
+                                   "runner.budgets.max_calls_per_problem=7"]))
+    assert _budgets(io)["max_calls_per_problem"] == 7

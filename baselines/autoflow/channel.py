@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 from collections.abc import Awaitable, Callable
 
+from agentic_repro.baselines.autoflow.operators import model_calls
 from agentic_repro.evaluators.sandbox import ExecResult, Program, SandboxFailure, run_program_async
 
 RUNTIME_SOURCE = (Path(__file__).with_name("sandbox_runtime.py")).read_text(encoding="utf-8")
@@ -60,7 +61,8 @@ class Limits:
     wall_timeout_s: float = 3600.0  # the whole run, operator calls included (the sandbox's wall clock)
     cpu_s: float = 60.0             # RLIMIT_CPU of the sandbox processes
     memory_mb: int = 1024
-    max_calls: int = 64             # operator requests per problem
+    max_calls: int = 64             # model calls per problem (a request's count argument, e.g. n=3, counts 3)
+    max_count: int = 5              # largest count argument (n, attempts, test_loop, vote_count) a request may pass
     max_arg_chars: int = 200_000    # total characters of one request's arguments
 
 
@@ -138,7 +140,7 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
 
     def admit(calls: list[Any]) -> None:
         """Check a whole batch before any of its calls starts: one bad or excess request refuses them all."""
-        sizes = []
+        sizes, cost = [], 0
         for call in calls:
             if not (isinstance(call, dict) and isinstance(call.get("id"), str) and isinstance(call.get("op"), str)
                     and isinstance(call.get("args"), dict)):
@@ -147,10 +149,14 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
             if size > lim.max_arg_chars:
                 raise OperatorRefused(f"{call['op']}: arguments of {size} characters exceed {lim.max_arg_chars}")
             sizes.append(size)
-        if st["calls"] + len(calls) > lim.max_calls:
-            raise OperatorRefused(f"more than {lim.max_calls} operator calls ({st['calls']} made, {len(calls)} "
-                                  "more asked at once)")
-        st["calls"] += len(calls)
+            try:
+                cost += model_calls(call["op"], call["args"], lim.max_count)
+            except ValueError as exc:
+                raise OperatorRefused(str(exc)) from None
+        if st["calls"] + cost > lim.max_calls:
+            raise OperatorRefused(f"more than {lim.max_calls} model calls ({st['calls']} made, {cost} more asked at "
+                                  "once)")
+        st["calls"] += cost
         st["requests"].extend({"op": c["op"], "args_chars": n} for c, n in zip(calls, sizes))
 
     async def answer(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:

@@ -610,6 +610,22 @@ def ctx_domain(ops: Ops) -> str:
 
 
 # name -> function, in AFlow's spelling (the search machinery's workflows call these by name)
+#: The count arguments a workflow may pass (the operator's own default): each is capped by the channel's
+#: ``Limits.max_count`` and costs that many model calls against ``Limits.max_calls`` (issue 28: one
+#: ``MultiGenerateCoT(n=20000)`` request made 20,000 calls against max_calls=64).
+COUNT_ARGS: dict[str, tuple[str, int]] = {"MultiGenerateCoT": ("n", 3), "Programmer": ("attempts", 3),
+                                          "Test": ("test_loop", 3), "MdEnsemble": ("vote_count", 5)}
+
+
+def model_calls(op: str, args: dict[str, Any], max_count: int) -> int:
+    """The model calls one request may make (at most), after checking its count argument against ``max_count``."""
+    arg, default = COUNT_ARGS.get(op, ("", 1))
+    count = args.get(arg, default) if arg else 1
+    if type(count) is not int or not 0 <= count <= max_count:
+        raise ValueError(f"{op}: {arg}={count!r} is not an integer from 0 to {max_count} (limits.max_count)")
+    return max(1, count)
+
+
 OPERATORS: dict[str, Any] = {
     "Custom": custom, "Generate": generate, "GenerateCoT": generate_cot, "MultiGenerateCoT": multi_generate_cot,
     "AnswerGenerate": answer_generate, "CustomCodeGenerate": custom_code_generate, "ScEnsemble": sc_ensemble,
