@@ -54,6 +54,7 @@ def server_key(cfg: dict[str, Any], model_dir: str) -> Any:
                          lora_modules=tuple((n, a.path) for n, a in specs.items()),
                          max_lora_rank=int(s.get("max_lora_rank", 16)), max_loras=int(s.get("max_loras", 4)),
                          kv_cache_gib=int(s.get("kv_cache_gib", 2)), seed=int(s.get("seed", 0)),
+                         enforce_eager=bool(s.get("enforce_eager", True)),
                          extra_args=tuple(str(x) for x in s.get("extra_args") or ()))
 
 

@@ -56,6 +56,7 @@ class VLLMServerKey:
     max_loras: int = 4
     kv_cache_gib: int = 2                            # VLLM_CPU_KVCACHE_SPACE
     seed: int = 0
+    enforce_eager: bool = True                       # no torch.compile warm-up (5+ min on 2 shared cores)
     extra_args: tuple[str, ...] = ()
 
 
@@ -63,7 +64,9 @@ def build_command(python: str, key: VLLMServerKey, port: int, host: str = HOST) 
     cmd = [python, "-m", "vllm.entrypoints.openai.api_server", "--model", key.model_dir,
            "--served-model-name", key.served_name, "--host", host, "--port", str(port),
            "--max-model-len", str(key.max_model_len), "--dtype", key.dtype, "--generation-config", "vllm",
-           "--seed", str(key.seed), "--disable-uvicorn-access-log"]
+           "--seed", str(key.seed)]  # uvicorn's access log stays on: one line per request in the server's log
+    if key.enforce_eager:
+        cmd.append("--enforce-eager")
     if key.lora_modules:
         cmd += ["--enable-lora", "--max-lora-rank", str(key.max_lora_rank), "--max-loras", str(key.max_loras),
                 "--lora-modules", *(f"{n}={p}" for n, p in key.lora_modules)]
@@ -98,7 +101,7 @@ def _stop_all() -> None:
 atexit.register(_stop_all)
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: held in a WeakSet
 class VLLMServer:
     """One ``vllm.entrypoints.openai.api_server`` child on a free loopback port (or an external URL to check)."""
 
@@ -149,8 +152,8 @@ class VLLMServer:
             raise
         self._log = log
         self.base_url = f"http://{HOST}:{port}"
-        _live.add(self)
         try:
+            _live.add(self)
             self._wait_ready(t0 + self.startup_timeout)
         except BaseException:
             self.stop()

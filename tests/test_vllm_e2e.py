@@ -1,0 +1,218 @@
+"""vLLM for real (slow): one vLLM server from the vLLM venv (``make install-vllm``) serving the embedded model (bf16)
+with three LoRA adapters trained here by ``training/`` (two DynaGraph experts, DyFlow's designer), shared by every
+test of this file through the session's server pool (``xdist_group``: one worker, one server).
+
+What each test shows: CoT-SC's n samples are one request to the server (its own request counter); DynaGraph's two
+experts are two adapters of one vLLM process, each call's adapter in the ledger; a run stopped by Ctrl-C stops the
+server it started, and resumes with calls only for what was left (then none); a server that dies mid-run leaves
+errors, never answers.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import _SERVERS, check_run_files, run_e2e
+
+# the first test trains the adapters and starts the server (minutes on 2 shared cores): a longer limit than slow's
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm"), pytest.mark.timeout(1800)]
+
+ROOT = Path(__file__).resolve().parents[1]
+ADAPTERS = {"expert_rag": "ZEBRA", "expert_logic": "OTTER", "designer": "MAPLE"}  # name -> the word it is taught
+
+
+def _dataset(folder: Path, word: str):
+    from agentic_repro.training.datasets import build_sft, find_runs, trace_examples
+
+    run = folder / "run"
+    run.mkdir(parents=True)
+    preds = [{"id": f"p{i}", "status": "ok", "attempt": f"a{i}", "score": 1.0,
+              "trace": {"training_examples": [{"prompt": f"Give the code word, example {i}.",
+                                               "completion": f"{word}-{i}"}]}} for i in range(4)]
+    (run / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    return build_sft(find_runs([run]), trace_examples(), folder / "sft.jsonl")
+
+
+def train_adapters(root: Path) -> dict[str, Path]:
+    """Three LoRAs trained by training/ on the embedded base (2 SFT steps each: the path, not the quality), cached
+    by content under ``root`` (the datasets' bytes, the options, the base's sha256) like training.fixtures."""
+    import hashlib
+
+    from agentic_repro.harness.embedded.base_model import resolve_base
+    from agentic_repro.harness.embedded.gguf import file_sha256
+    from agentic_repro.training.train import compose_config, train
+
+    out = {}
+    for name, word in ADAPTERS.items():
+        opts = ["base=local", "max_steps=2", "lr=5e-3", "batch_size=4", "grad_accum=1", "warmup_ratio=0",
+                "val_fraction=0", "max_length=128", f"name={name}", "export_gguf=false"]
+        key = hashlib.sha256(json.dumps([word, opts, file_sha256(resolve_base("local").ref)]).encode()).hexdigest()
+        d = root / f"vllm-lora-{name}-{key[:16]}"
+        if not (d / "out" / "adapter" / "adapter_config.json").is_file():
+            import shutil
+
+            shutil.rmtree(d, ignore_errors=True)
+            data = _dataset(d, word)
+            train(compose_config("sft", [f"data={data.path}", f"out={d / 'out'}", *opts]))
+        out[name] = d / "out" / "adapter"
+    return out
+
+
+@pytest.fixture(scope="session")
+def adapters() -> dict[str, Path]:
+    from agentic_repro.training.fixtures import default_fixture_dir
+
+    return train_adapters(default_fixture_dir())
+
+
+@pytest.fixture(scope="session")
+def vllm_overrides(adapters) -> list[str]:
+    return ["backbone=vllm-cpu", "backbone.sampling.max_tokens=160",
+            *(f"+backbone.adapters.{n}.path={p}" for n, p in adapters.items())]
+
+
+def _server():
+    """The session's one vLLM server (harness.vllm.server.VLLMServer in the session pool)."""
+    servers = [s for s in _SERVERS[0]._others.values() if type(s).__name__ == "VLLMServer"]
+    assert len(servers) == 1, servers
+    return servers[0]
+
+
+def _chat_requests(srv) -> int:
+    """Chat requests the server answered, from its own access log (uvicorn: one line per HTTP request)."""
+    return srv.log_path.read_text(errors="replace").count('"POST /v1/chat/completions HTTP/1.1" 200')
+
+
+def test_cot_sc_n_samples_are_one_request(tmp_path, vllm_overrides):
+    spec, metrics = run_e2e(tmp_path, ["method=cot_sc", "benchmark=gsm8k", "limit=2", *vllm_overrides])
+    srv = _server()
+    preds = check_run_files(spec, metrics, 2)
+    calls = [json.loads(x) for x in (spec.out_dir / "calls.jsonl").read_text().splitlines()]
+    assert all(p["status"] == "ok" for p in preds) and len(calls) == 10
+    by_problem: dict[str, set] = {}
+    for c in calls:
+        by_problem.setdefault(c["problem_id"], set()).add(c["request"])
+    assert [len(r) for r in by_problem.values()] == [1, 1], by_problem  # 5 chains, one request per problem
+    meta = json.loads((spec.out_dir / "meta.json").read_text())
+    model = meta["model"]
+    assert model["kind"] == "vllm-server" and model["vllm_version"] == "0.32.0"
+    assert "--generation-config vllm" in model["server"]["command"] and model["server"]["pid"] == srv.pid
+    assert model["generation_defaults"]["sent_with_every_request"]["repetition_penalty"] == 1.0
+    assert len(model["weights"]["sha256"]) == 64 and model["weights"]["conversion"]["dtype"] == "bfloat16"
+    # the server's own log: a re-run with a fresh cache sends exactly 2 HTTP requests for 10 samples
+    before = _chat_requests(srv)
+    run_e2e(tmp_path / "again", ["method=cot_sc", "benchmark=gsm8k", "limit=2", *vllm_overrides])
+    assert _chat_requests(srv) - before == 2
+
+
+def test_dynagraph_two_lora_experts_in_one_vllm_process(tmp_path, vllm_overrides, adapters):
+    from agentic_repro.harness.adapters import path_sha256
+
+    spec, metrics = run_e2e(tmp_path, ["method=dynagraph", "benchmark=gsm8k", "limit=1", *vllm_overrides,
+                                       "roles.expert1.adapter=expert_rag", "roles.expert2.adapter=expert_logic"])
+    srv = _server()
+    preds = check_run_files(spec, metrics, 1)
+    assert preds[0]["status"] == "ok", preds[0]
+    calls = [json.loads(x) for x in (spec.out_dir / "calls.jsonl").read_text().splitlines()]
+    used = {(c["role"], c["adapter"], c["adapter_sha256"]) for c in calls}
+    print("dynagraph ledger (role, adapter, sha256[:12]):",
+          sorted((r, a, (s or "")[:12]) for r, a, s in used), "vLLM pid", srv.pid)
+    for role, name in (("expert1", "expert_rag"), ("expert2", "expert_logic")):
+        assert any(r == role and a == name and s == path_sha256(adapters[name]) for r, a, s in used), used
+    assert any(a is None for _, a, _ in used)  # the planner and E_expr: the base model
+    meta = json.loads((spec.out_dir / "meta.json").read_text())
+    pids = {json.dumps(r["model"].get("server", {}).get("pid")) for r in meta["roles"].values()}
+    assert pids == {json.dumps(srv.pid)}  # every role's backbone is the one vLLM process
+    # the same process serves both modules over one base
+    served = {m["id"]: m for m in json.loads(urllib.request.urlopen(f"{srv.base_url}/v1/models").read())["data"]}
+    assert served["expert_rag"]["parent"] == served["expert_logic"]["parent"] == "qwen2.5-coder-0.5b-instruct-bf16"
+
+
+def test_adapters_change_answers_chosen_per_call(vllm_overrides):
+    """A base call and each adapter's call on the prompt it was trained on differ, through one backbone."""
+    import asyncio
+
+    from agentic_repro.harness.backbones import build_backbone
+    from tests.conftest import compose
+
+    cfg = compose([*vllm_overrides, "results_root=/tmp/unused"])["backbone"]
+
+    async def main():
+        bb = await build_backbone(cfg, run_dir=Path("/tmp"), seed=0, servers=_SERVERS[0])
+        msg = [{"role": "user", "content": "Give the code word, example 1."}]
+        try:
+            return {a: (await bb.complete(msg, {"temperature": 0.0, "max_tokens": 8}, 1, adapter=a)).completions[0].text
+                    for a in (None, *ADAPTERS)}
+        finally:
+            await bb.aclose()
+
+    out = asyncio.run(main())
+    assert all(out[a] != out[None] for a in ADAPTERS), out
+    assert any(w in out[a] for a, w in ADAPTERS.items()), out  # at least one was taught its word in 2 steps
+
+
+def test_ctrl_c_stops_the_managed_server_and_the_rerun_resumes(tmp_path):
+    """The harness starts its own vLLM server; Ctrl-C ends the run and that server; the same command resumes
+    with calls only for the problems left, and once finished re-runs with none."""
+    cmd = [sys.executable, "-m", "agentic_repro.harness.run", "method=cot", "benchmark=gsm8k", "limit=3",
+           "backbone=vllm-cpu", "backbone.sampling.max_tokens=96", f"results_root={tmp_path}/results",
+           f"cache.path={tmp_path}/c.sqlite", "runner.progress=false", "runner.max_concurrent_problems=1"]
+    env = {k: v for k, v in os.environ.items() if k != "AGENTIC_REPRO_VLLM_URL"}
+    out = tmp_path / "results/default/gsm8k/cot/vllm-cpu/seed=42"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 600
+    while time.time() < deadline and not ((out / "predictions.jsonl").exists()
+                                          and (out / "predictions.jsonl").read_text().count("\n") >= 1):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.5)
+    pid = json.loads((out / "meta.json").read_text())["model"]["server"]["pid"]
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    done = (out / "predictions.jsonl").read_text().count("\n")
+    assert 1 <= done < 3
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server's process (group) is gone with the run
+    assert "Application startup complete" in (out / "vllm-server.log").read_text()
+    # resumed through the session's server (same weights and settings: the cache key does not name a port)
+    env["AGENTIC_REPRO_VLLM_URL"] = _server().base_url
+    again = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert again.returncode == 0, again.stderr[-2000:]
+    line = json.loads(again.stdout.strip().splitlines()[-1])
+    # the finished problems cost nothing; the rest at most one call each (one may have been answered, and cached,
+    # just before the signal)
+    assert line["n"] == 3 and line["complete"] and 3 - done - 1 <= line["backbone_calls"] <= 3 - done
+    third = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert json.loads(third.stdout.strip().splitlines()[-1])["backbone_calls"] == 0
+
+
+def test_server_killed_mid_run_gives_errors_never_answers(tmp_path, vllm_overrides):
+    """SIGKILL to the vLLM server after the first answer: the problems after it are errors (connection), the run is
+    incomplete, nothing is scored from a dead server. Last in the file: it kills the session's server."""
+    srv = _server()
+    preds_file = tmp_path / "results/default/gsm8k/cot/vllm-cpu/seed=42/predictions.jsonl"
+
+    def kill_after_first():
+        while not (preds_file.exists() and preds_file.read_text().count("\n") >= 1):
+            time.sleep(0.2)
+        os.killpg(srv.pid, signal.SIGKILL)
+
+    threading.Thread(target=kill_after_first, daemon=True).start()
+    spec, metrics = run_e2e(tmp_path, ["method=cot", "benchmark=gsm8k", "limit=4", *vllm_overrides,
+                                       "runner.max_concurrent_problems=1", "backbone.retry.max_attempts=2"])
+    preds = [json.loads(x) for x in (spec.out_dir / "predictions.jsonl").read_text().splitlines()]
+    errors = [p for p in preds if p["status"] != "ok"]
+    assert metrics["complete"] is False and errors and metrics.get("n_errors", 0) == len(errors)
+    assert all(p["status"] == "error" and p.get("score") in (None, 0) for p in errors)
+    calls = [json.loads(x) for x in (spec.out_dir / "calls.jsonl").read_text().splitlines()]
+    assert any(c.get("error_kind") == "connection" for c in calls)
+    assert metrics["n"] == len(preds) - len(errors)  # errors are not averaged in
