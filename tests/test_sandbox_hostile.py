@@ -516,9 +516,10 @@ def test_a_deep_tree_left_in_tmp_does_not_cost_the_next_problem_its_verdict(mode
     for _ in range(3):
         res = run_program(humaneval_program(PROMPT, DEEP_TREE, TEST, "add"), timeout_s=30)
         assert res.status == "failed" and not res.infrastructure, res
-        honest = run_program(humaneval_program(PROMPT, "    import os\n    return a + b + len(os.listdir('/tmp'))\n",
-                                               TEST, "add"), timeout_s=30)
+        honest = run_program(humaneval_program(PROMPT, "    import os\n    print('PID', os.getpid())\n"
+                                               "    return a + b + len(os.listdir('/tmp'))\n", TEST, "add"), timeout_s=30)
         assert honest.passed, honest
+        assert int(honest.stdout_tail.split("PID")[1].split()[0]) > 2, honest  # the same pod: its init emptied /tmp
 
 
 def _descendants(root: int) -> list[int]:
@@ -563,3 +564,69 @@ def test_a_pod_that_died_is_replaced_before_the_next_problem(mode: str, monkeypa
     for _ in range(3):
         res = run_program(honest, timeout_s=30)
         assert res.passed and not res.infrastructure, res
+
+
+# ---- issue 28: runs on one pod are independent ------------------------------------------------------------------
+
+LIBC = '''
+def libc():
+    try:
+        import ctypes
+        return ctypes.CDLL(None, use_errno=True)
+    except BaseException:
+        pass
+    todo, seen = list(object.__subclasses__()), set()  # ctypes types some process loaded before the audit hook
+    while todo:
+        cls = todo.pop()
+        if id(cls) in seen:
+            continue
+        seen.add(id(cls))
+        if cls.__name__ == "CDLL":
+            return cls(None)
+        try:
+            todo += cls.__subclasses__()
+        except TypeError:
+            pass
+    return None
+'''
+SHM_KEY = 0x5EED28
+
+
+def _one_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sequential runs on one persistent runner (and its pod), from a fresh fork server."""
+    monkeypatch.setattr(launch, "SPARE_RUNNERS", 1)
+    launch._stop_fork_server()
+    launch._SERVER = None
+
+
+def test_a_sysv_shared_memory_value_does_not_reach_the_next_run(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run A leaves a value in SysV shared memory (the pod's IPC namespace was never cleaned), run B reads it."""
+    _one_runner(monkeypatch)
+    leave = (LIBC + f"lib = libc()\ntry:\n    i = lib.shmget({SHM_KEY}, 4096, 0o1666)\n"
+             "    p = lib.shmat(i, None, 0)\n    lib.memcpy(p, b'LEFT-BY-A', 9)\nexcept BaseException:\n    pass\n"
+             "return 0\n")
+    read = (LIBC + f"lib = libc()\nfound = False\ntry:\n    import ctypes\nexcept BaseException:\n    ctypes = None\n"
+            f"try:\n    i = lib.shmget({SHM_KEY}, 4096, 0)\n    lib.shmat.restype = ctypes.c_void_p if ctypes else None\n"
+            "    p = lib.shmat(i, None, 0)\n    found = i >= 0 and ctypes is not None and ctypes.string_at(p, 9) == b'LEFT-BY-A'\n"
+            "    found = found or i >= 0\nexcept BaseException:\n    pass\nreturn a + b if found else 0\n")
+    for _ in range(2):
+        must_fail(leave)
+        must_fail(read)
+
+
+def test_the_pid_counter_does_not_carry_a_value_to_the_next_run(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run A starts 50 threads (each takes a pid of the pod's namespace); run B reads its own pid."""
+    _one_runner(monkeypatch)
+    for _ in range(2):
+        must_fail("import threading\nts = [threading.Thread(target=lambda: None) for _ in range(50)]\n"
+                  "for t in ts:\n    t.start()\nfor t in ts:\n    t.join()\nreturn 0\n")
+        must_fail("import os\nreturn a + b if os.getpid() > 40 else 0\n")
+
+
+def test_a_file_left_in_dev_shm_or_tmp_does_not_reach_the_next_run(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    _one_runner(monkeypatch)
+    for _ in range(2):
+        must_fail("for d in ('/dev/shm', '/tmp', '.'):\n    try:\n        open(d + '/left', 'w').write('A')\n"
+                  "    except OSError:\n        pass\nreturn 0\n")
+        must_fail("import os\nreturn a + b if any(os.path.exists(d + '/left') for d in ('/dev/shm', '/tmp', '.')) "
+                  "else 0\n")

@@ -3,7 +3,8 @@ before it starts the pod's interpreter, so the pod's init and every solution pro
 
 Why: the view, the namespaces and the missing capabilities already keep untrusted code away from
 the harness; this refuses the system calls that exist mainly to cross such boundaries (tracing,
-mounting, new namespaces, keyrings, BPF, perf, kernel modules), so a kernel bug behind one of them
+mounting, new namespaces, keyrings, BPF, perf, kernel modules) and the IPC objects that outlive a run
+(System V shared memory, semaphores, message queues; POSIX message queues), so a kernel bug behind one of them
 is out of reach too, and a solution cannot trace its pod's init. Refused calls fail with EPERM
 (``clone3``: ENOSYS, so that the C library falls back to ``clone``, whose namespace flags are
 checked); a foreign system-call ABI (x32, i386) kills the process. Built by hand because it is
@@ -26,6 +27,11 @@ BLOCKED = {
     "swapoff": 168, "reboot": 169, "acct": 163, "quotactl": 179, "iopl": 172, "ioperm": 173,
     "name_to_handle_at": 303, "open_by_handle_at": 304, "open_tree": 428, "move_mount": 429,
     "fsopen": 430, "fsconfig": 431, "fsmount": 432, "fspick": 433, "mount_setattr": 442,
+    # System V IPC and POSIX message queues: objects that outlive the process that made them, in the pod's one IPC
+    # namespace, so a run could leave a value for the next run to read (issue 28); no solution needs them
+    "shmget": 29, "shmat": 30, "shmctl": 31, "shmdt": 67, "semget": 64, "semop": 65, "semctl": 66,
+    "semtimedop": 220, "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "mq_open": 240, "mq_unlink": 241,
+    "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244, "mq_getsetattr": 245,
 }
 CLONE, CLONE3 = 56, 435
 CLONE_NEW_FLAGS = 0x7E020000  # CLONE_NEWNS | NEWCGROUP | NEWUTS | NEWIPC | NEWUSER | NEWPID | NEWNET

@@ -214,6 +214,7 @@ def reaper(ctl, libc, sealed, Chan, scratch=()):
             os.set_blocking(fd, False)
         signal.signal(signal.SIGCHLD, lambda *args: None)
         signal.set_wakeup_fd(wake[1])
+    last_child = 0
     while True:
         pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         t_sock, u_sock = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
@@ -238,6 +239,12 @@ def reaper(ctl, libc, sealed, Chan, scratch=()):
             finally:
                 os._exit(code)
         u_sock.close()  # the runner sees end of file as soon as the solution's process is gone
+        if scratch and last_child and child != last_child + 1:
+            # the pod's pid counter moved past its own forks: the last run started threads or processes, and the
+            # next run would read how many from its own pid. This pod ends; its runner starts a fresh one.
+            os.kill(child, signal.SIGKILL)
+            os._exit(0)
+        last_child = child
         pidfd = os.pidfd_open(child)
         try:
             socket.send_fds(ctl, [b"S"], [t_sock.fileno(), st_r, pidfd])
