@@ -630,3 +630,16 @@ def test_a_file_left_in_dev_shm_or_tmp_does_not_reach_the_next_run(mode: str, mo
                   "    except OSError:\n        pass\nreturn 0\n")
         must_fail("import os\nreturn a + b if any(os.path.exists(d + '/left') for d in ('/dev/shm', '/tmp', '.')) "
                   "else 0\n")
+
+
+@pytest.mark.parametrize("which", ["bwrap", "process"])
+def test_process_isolation_still_reaches_libc_through_loaded_ctypes_types(which: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's `isolation=process` row, kept true by this test: there a solution reaches libc without
+    `import ctypes` (the types the fork server loaded) and runs a shell through system(); under bwrap the same
+    program fails (no /bin/sh, seccomp, no capability)."""
+    body = LIBC + "try:\n    ran = libc().system(b'exit 7') >> 8 == 7\nexcept BaseException:\n    ran = False\n" \
+                  "return a + b if ran else 0\n"
+    for _ in _mode(which, monkeypatch):
+        res = run_program(humaneval_program(PROMPT, _body(body), TEST, "add"), timeout_s=30)
+        assert res.passed == (which == "process") and not res.infrastructure, res

@@ -28,8 +28,8 @@ Isolation (``configure(isolation=...)``, default ``$AGENTIC_SANDBOX_ISOLATION`` 
 threat model, per platform, is in this package's README). Under ``bwrap`` the untrusted side (the
 pod: its init, the reaper, and every solution process it forks) lives in a bubblewrap view built
 once per persistent runner: a read-only root holding only the interpreter, its standard library,
-``libpython``, the system's shared-library directories and the harness's site-packages (at
-``/sandbox/site-packages``), a writable ``/scratch`` (the solution's cwd) and ``/tmp`` (tmpfs,
+``libpython``, the system's shared-library directories and the packages of ``sandbox.packages`` (an
+allow-list, each at ``/sandbox/site-packages/<name>``; never the harness's site-packages), a writable ``/scratch`` (the solution's cwd) and ``/tmp`` (tmpfs,
 emptied after every run), a minimal ``/dev``, and ``/proc`` of the pod's own pid namespace; no
 ``/work``, no home, no data, results or cache, no socket but the channel it is handed; its own
 pid, network, IPC and UTS namespaces; no capabilities at all (as root the pod's init becomes uid
@@ -88,7 +88,7 @@ built then, not per run), which preloads the common modules before it forks any 
 
 Residual risks, stated plainly. This is not a VM: the pod shares the kernel (the seccomp filter
 narrows what of it is reachable). Inside its view the solution can read what is there (the
-interpreter, the standard library, site-packages: public code) and, across the runs of one
+interpreter, the standard library, the listed packages: public code) and, across the runs of one
 runner, could leave state in the pod's init only by an exploit (it is non-dumpable and traced
 calls are refused). Under ``process`` none of the filesystem isolation holds: the untrusted
 process can read files (world-readable ones, and as nobody with CAP_DAC_READ_SEARCH any file) and,

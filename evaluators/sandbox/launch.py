@@ -227,7 +227,7 @@ def _lib_dirs() -> list[tuple[str, str]]:
 def view() -> list[dict[str, str]]:
     """The fixed list of what a bwrap pod sees (recorded in every run): read-only binds of the
     interpreter, its standard library (with ``lib-dynload``), ``libpython`` where shared, the
-    system's shared-library directories and the harness's site-packages (at :data:`POD_SITE`);
+    system's shared-library directories and the packages of :func:`packages` (each at :data:`POD_SITE`/<name>);
     tmpfs ``/scratch`` and ``/tmp``; a minimal ``/dev``; ``/proc`` of the pod's own pid namespace.
     Nothing else exists in it (no ``/work``, no home, no data, results or cache)."""
     if "view" in _PROBED:
