@@ -30,6 +30,7 @@ from typing import Any
 from collections.abc import Awaitable, Callable
 
 from agentic_repro.agents.profiles import Profile, profile_for
+from agentic_repro.harness.context import ProblemContext
 
 UNPARSABLE = "(unparsable reply)"
 SKIPPED = "Invalid action: {action!r} is not one of the admissible actions. Choose one of the admissible actions."
@@ -140,7 +141,7 @@ class EpisodeResult:
 Decide = Callable[[Any, AgentState], Awaitable[Decision]]
 
 
-async def run_episode(ctx: Any, session: Any, decide: Decide, *, window: int | None = None,
+async def run_episode(ctx: ProblemContext, session: Any, decide: Decide, *, window: int | None = None,
                       profile: Profile | None = None, memory: list[str] | None = None, episode: int = 0,
                       invalid_action: str = "send", allow_thoughts: bool = False,
                       stop_when: Callable[[AgentState], bool] | None = None) -> EpisodeResult:

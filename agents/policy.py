@@ -14,6 +14,7 @@ from agentic_repro.agents.loop import WINDOW, AgentState, Decision
 from agentic_repro.agents.actions import parse_action
 from agentic_repro.agents.prompts import auq_messages, react_examples, react_messages
 from agentic_repro.agents.profiles import profile_for
+from agentic_repro.harness.context import ProblemContext
 
 STYLES = ("auq", "react")
 ELICIT_MODES = ("none", "inline", "separate")
@@ -53,13 +54,14 @@ class ReactPolicy:
     def inline(self) -> bool:
         return self.elicit_mode == "inline"
 
-    def env(self, ctx: Any) -> str:
+    def env(self, ctx: ProblemContext) -> str:
         return profile_for(getattr(ctx.benchmark, "name", None)).name
 
-    def examples(self, ctx: Any, state: AgentState) -> list[str]:
+    def examples(self, ctx: ProblemContext, state: AgentState) -> list[str]:
         return react_examples(self.env(ctx), state.fields.get("task_type"), int(self.few_shot))
 
-    def messages(self, ctx: Any, state: AgentState, *, elicit: bool | None = None, with_confidence: bool | None = None,
+    def messages(self, ctx: ProblemContext, state: AgentState, *, elicit: bool | None = None,
+                 with_confidence: bool | None = None,
                  h: object = WINDOW, extra: str = "") -> list[dict[str, str]]:
         elicit = self.inline if elicit is None else elicit
         env, examples = self.env(ctx), self.examples(ctx, state)
@@ -87,7 +89,7 @@ class ReactPolicy:
             info["confidence_status"] = e.status
         return Decision(action, raw, conf, expl, calls=calls, extra={**info, **extra})
 
-    async def sample(self, ctx: Any, state: AgentState, n: int = 1, *, stage: str | None = None,
+    async def sample(self, ctx: ProblemContext, state: AgentState, n: int = 1, *, stage: str | None = None,
                      sample_offset: int = 0, elicit: bool | None = None, extra: str = "", h: object = WINDOW,
                      with_confidence: bool | None = None, **sampling: Any) -> list[Decision]:
         """``n`` replies to the same step (distinct cached samples via ``sample_offset``)."""
@@ -97,7 +99,7 @@ class ReactPolicy:
                                    **{**self.call_sampling(elicit), **sampling})
         return [self.parse(c.text, elicit=elicit, calls=1) for c in comps]
 
-    async def add_confidence(self, ctx: Any, state: AgentState, d: Decision, *, stage: str = "confidence",
+    async def add_confidence(self, ctx: ProblemContext, state: AgentState, d: Decision, *, stage: str = "confidence",
                              **sampling: Any) -> Decision:
         """``separate`` elicitation: one follow-up call on the base act prompt + the chosen reply; fills
         ``d.confidence``/``d.explanation`` (None when the tag is missing or malformed). Other modes: unchanged."""
@@ -112,7 +114,7 @@ class ReactPolicy:
         d.extra.update(confidence_status=e.status, confidence_reply=text)
         return d
 
-    async def decide(self, ctx: Any, state: AgentState) -> Decision:
+    async def decide(self, ctx: ProblemContext, state: AgentState) -> Decision:
         """ReAct's step: one call (two with ``separate`` elicitation)."""
         return await self.add_confidence(ctx, state, (await self.sample(ctx, state, 1))[0])
 
