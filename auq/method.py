@@ -27,6 +27,8 @@ from agentic_repro.agents.policy import ReactPolicy
 from agentic_repro.agents.profiles import normalise, profile_for
 from agentic_repro.auq import prompts
 from agentic_repro.auq.reflection import Candidate, UARConfig, resolve
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 VARIANTS = ("forward", "inverse", "dual")
 
@@ -62,7 +64,7 @@ class AUQ:
         self.reflect_sampling = dict(reflect_sampling or {})
 
     # ---- one step ---------------------------------------------------------------------------------------
-    def _candidate(self, ctx: Any, state: AgentState, d: Decision) -> Candidate:
+    def _candidate(self, ctx: ProblemContext, state: AgentState, d: Decision) -> Candidate:
         profile = profile_for(getattr(ctx.benchmark, "name", None))
         key = None
         if d.action:
@@ -75,7 +77,7 @@ class AUQ:
         """Why System 2 runs for this proposal (None: it does not)."""
         return self.uar_cfg.trigger(c, self.missing_confidence) if self.uar else None
 
-    async def decide(self, ctx: Any, state: AgentState) -> Decision:
+    async def decide(self, ctx: ProblemContext, state: AgentState) -> Decision:
         d0 = await self.policy.decide(ctx, state)
         first = self._candidate(ctx, state, d0)
         why = self.trigger(first)
@@ -116,7 +118,7 @@ class AUQ:
                         extra=extra)
 
     # ---- one problem ------------------------------------------------------------------------------------
-    async def solve(self, problem: Any, ctx: Any) -> Any:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Any:
         steps: list[dict[str, Any]] = []    # this problem's System-2 bookkeeping (no state on the instance)
 
         async def decide(c: Any, state: AgentState) -> Decision:

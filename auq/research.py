@@ -37,6 +37,8 @@ from agentic_repro.auq.prompts import fmt_confidence
 from agentic_repro.auq.reflection import Candidate, UARConfig, resolve
 from agentic_repro.baselines.deep_research import require_evidence, research_notes, write_report
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 PLAN = ("You are the planner of a research team. Task:\n{task}\n\n{memory}"
         "Write {n} web-search queries that together cover what the report needs. Give them as a JSON list of "
@@ -126,7 +128,8 @@ class ResearchAUQ:
             blocks.append(b)
         return MEMORY_HEADER.format(shown=len(shown), total=len(done)) + "\n\n".join(blocks) + "\n\n" + FOLLOW_UP
 
-    async def plan_round(self, ctx: Any, task: str, done: list[dict[str, Any]]) -> tuple[Candidate, dict[str, Any]]:
+    async def plan_round(self, ctx: ProblemContext, task: str, done: list[dict[str, Any]]) -> tuple[Candidate,
+                         dict[str, Any]]:
         """One planner step: System 1, and System 2 when the switch fires. Returns the executed plan."""
         def step_messages(full: bool) -> list[dict[str, str]]:
             return [{"role": "user", "content": PLAN.format(task=task, memory=self.memory(done, full), n=self.n_queries)}]
@@ -158,7 +161,7 @@ class ResearchAUQ:
                        "chosen": {"phase": chosen.phase, "path": chosen.path, "depth": chosen.depth}})
         return chosen, record
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         has_search = require_evidence(ctx, self.evidence)
         task = ctx.benchmark.render(problem)
         done: list[dict[str, Any]] = []
