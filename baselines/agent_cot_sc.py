@@ -13,6 +13,8 @@ from typing import Any
 from agentic_repro.agents.loop import AgentState, Decision, episode_solution, run_episode
 from agentic_repro.agents.profiles import normalise, profile_for
 from agentic_repro.baselines.react import policy_from
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 
 def vote(samples: list[Decision], actions: list[str] | None, profile: Any) -> tuple[int, dict[str, int], list]:
@@ -29,14 +31,15 @@ def vote(samples: list[Decision], actions: list[str] | None, profile: Any) -> tu
     return keys.index(winner), dict(counts), keys
 
 
-async def agent_cot_sc(problem: Any, ctx: Any, *, n: int = 3, temperature: float = 0.7, window: int | None = None,
+async def agent_cot_sc(problem: ProblemView, ctx: ProblemContext, *, n: int = 3, temperature: float = 0.7,
+                       window: int | None = None,
                        invalid_action: str = "send", **params: Any) -> Any:
     if int(n) < 1:
         raise ValueError("agent_cot_sc: n >= 1")
     policy = policy_from(params)
     profile = profile_for(getattr(ctx.benchmark, "name", None))
 
-    async def decide(ctx: Any, state: AgentState) -> Decision:
+    async def decide(ctx: ProblemContext, state: AgentState) -> Decision:
         samples = await policy.sample(ctx, state, int(n), stage="sample", temperature=float(temperature))
         i, counts, keys = vote(samples, state.actions, profile)
         d = samples[i]

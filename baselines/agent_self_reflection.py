@@ -14,6 +14,8 @@ from typing import Any
 from agentic_repro.agents.loop import AgentState, Decision, episode_solution, run_episode
 from agentic_repro.baselines.react import policy_from
 from agentic_repro.baselines.self_reflection import step_is_valid
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 VALIDATE = ("Proposed action for this step: {action}\n\n"
             "Validate the proposed action: is it admissible, correct and does it make progress toward the task? "
@@ -23,7 +25,7 @@ REVISE = ("Your previously proposed action for this step was: {action}\n"
           "Taking the validation into account, choose the action for this step again.")
 
 
-def _validation_messages(policy: Any, ctx: Any, state: AgentState, action: str) -> list[dict[str, str]]:
+def _validation_messages(policy: Any, ctx: ProblemContext, state: AgentState, action: str) -> list[dict[str, str]]:
     msgs = policy.messages(ctx, state, elicit=False)
     user = msgs[-1]["content"]  # the step's context without the ask (AUQ template / ReAct transcript)
     user = user.rsplit("Now it's your turn", 1)[0] if policy.style == "auq" else user.rsplit("\n\nContinue with", 1)[0]
@@ -31,13 +33,14 @@ def _validation_messages(policy: Any, ctx: Any, state: AgentState, action: str) 
     return msgs[:-1] + [{"role": "user", "content": user + "\n\n" + VALIDATE.format(action=action or "(none)")}]
 
 
-async def agent_self_reflection(problem: Any, ctx: Any, *, revise: str = "on_invalid", window: int | None = None,
+async def agent_self_reflection(problem: ProblemView, ctx: ProblemContext, *, revise: str = "on_invalid",
+                                window: int | None = None,
                                 invalid_action: str = "send", **params: Any) -> Any:
     if revise not in ("on_invalid", "always"):
         raise ValueError("agent_self_reflection: revise must be on_invalid or always")
     policy = policy_from(params)
 
-    async def decide(ctx: Any, state: AgentState) -> Decision:
+    async def decide(ctx: ProblemContext, state: AgentState) -> Decision:
         first = (await policy.sample(ctx, state, 1))[0]
         validation = (await ctx.generate(_validation_messages(policy, ctx, state, first.action or ""),
                                          stage="validate"))[0].text

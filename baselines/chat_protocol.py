@@ -12,12 +12,13 @@ does not start with the prefill means the server did not continue it: an error, 
 from __future__ import annotations
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.harness.view import ProblemView
 
 
-async def chat_protocol(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None,
+async def chat_protocol(problem: ProblemView, ctx: ProblemContext, *, template: str, system: str | None = None,
                         prefill: str | None = None, stop: list[str] | None = None,
                         max_tokens: int | None = None, prefill_in_reply: bool = True) -> Solution:
     """One greedy call; the Solution is the continuation of ``prefill`` (the prefill itself is not in it)."""

@@ -21,7 +21,8 @@ import re
 from typing import Any
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
+from agentic_repro.harness.view import ProblemView
 
 PLAN = ("You are the planner of a research team. Task:\n{task}\n\nWrite {n} web-search queries that together cover "
         "what the report needs, one per line, nothing else.")
@@ -78,7 +79,7 @@ async def write_report(ctx: ProblemContext, task: str, notes: list[str], report_
                          stage="report")
 
 
-async def deep_research(problem: Problem, ctx: ProblemContext, *, n_queries: int = 3, k: int = 3,
+async def deep_research(problem: ProblemView, ctx: ProblemContext, *, n_queries: int = 3, k: int = 3,
                         evidence: str = "required", plan_template: str = PLAN, research_template: str = RESEARCH,
                         report_template: str = REPORT) -> Solution:
     has_search = require_evidence(ctx, evidence)

@@ -32,9 +32,10 @@ from collections import Counter
 from typing import Any
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.common import answer_key, choose, fill, last_int_list, quote_solutions, user, vote_trace
+from agentic_repro.harness.view import ProblemView
 
 ROLES = {
     "Assistant": "You are a super-intelligent AI assistant capable of performing tasks more effectively "
@@ -97,7 +98,7 @@ class _Node:
         self.messages: list[dict[str, str]] | None = None
 
 
-async def dylan(problem: Problem, ctx: ProblemContext, *, roles: list[str] | dict[str, list[str]] | None = None,
+async def dylan(problem: ProblemView, ctx: ProblemContext, *, roles: list[str] | dict[str, list[str]] | None = None,
                 layers: int = 3, top_m: int = 2, temperature: float | dict[str, float] | None = None,
                 system: str = SYSTEM, first_template: str = FIRST_TEMPLATE,
                 message_template: str = MESSAGE_TEMPLATE, rank_template: str = RANK_TEMPLATE,

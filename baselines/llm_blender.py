@@ -24,10 +24,11 @@ import re
 from typing import Any
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.common import fill, user
 from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.harness.view import ProblemView
 
 JUDGE_TEMPLATE = (
     "{task}\n\nTwo candidate responses to the task above follow.\n\n"
@@ -106,7 +107,7 @@ async def _candidates(ctx: ProblemContext, template: str, mode: str, systems: li
                                        "messages": m} for i, (s, m) in enumerate(zip(pool, msgs))]
 
 
-async def llm_blender(problem: Problem, ctx: ProblemContext, *, template: str, n_candidates: int = 5,
+async def llm_blender(problem: ProblemView, ctx: ProblemContext, *, template: str, n_candidates: int = 5,
                       top_k: int = 3, temperature: float = 0.7, ranker: str = "llm", fuser: str = "llm",
                       candidates: str = "systems", systems: list[dict[str, Any]] | None = None,
                       ranker_model: str = "llm-blender/PairRM", fuser_model: str = "llm-blender/gen_fuser_3b",

@@ -15,10 +15,11 @@ from __future__ import annotations
 import asyncio
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Message, Problem, Solution
+from agentic_repro.harness.types import Message, Solution
 
 from agentic_repro.baselines.common import choose, fill, quote_solutions, vote_trace
 from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.harness.view import ProblemView
 
 DEBATE_TEMPLATE = (
     "These are the solutions to the problem from other agents:{solutions}\n\n"
@@ -28,7 +29,7 @@ DEBATE_TEMPLATE = (
 )
 
 
-async def llm_debate(problem: Problem, ctx: ProblemContext, *, template: str,
+async def llm_debate(problem: ProblemView, ctx: ProblemContext, *, template: str,
                      debate_template: str = DEBATE_TEMPLATE, agents: int = 3, rounds: int = 2,
                      temperature: float = 1.0, system: str | None = None, code_choice: str = "majority") -> Solution:
     """``agents`` x ``rounds`` calls, stages ``debate_round_1`` .. ``debate_round_<rounds>``."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 SOLVE = "{task}\n\nSolve the task step by step. {answer_instruction}"
 CHECK = ("{task}\n\nA colleague's solution:\n{solution}\n\nCheck this solution step by step. List every error you "
@@ -21,7 +23,7 @@ FINAL = ("{task}\n\nSolution:\n{solution}\n\nReview:\n{review}\n\nTaking the rev
 ROLES = ("expert1", "expert2", "expert3")
 
 
-async def multi_agent3(problem: Any, ctx: Any, *, temperature: float = 0.7, top_p: float = 0.9,
+async def multi_agent3(problem: ProblemView, ctx: ProblemContext, *, temperature: float = 0.7, top_p: float = 0.9,
                        max_tokens: int | None = None) -> Solution:
     task, ai = ctx.benchmark.render(ctx.problem), ctx.benchmark.answer_instruction
     kw: dict[str, Any] = {"temperature": temperature, "top_p": top_p, **({"max_tokens": max_tokens} if max_tokens else {})}

@@ -9,6 +9,8 @@ from typing import Any
 
 from agentic_repro.agents.loop import episode_solution, run_episode
 from agentic_repro.agents.policy import ReactPolicy
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 
 def policy_from(params: dict[str, Any]) -> ReactPolicy:
@@ -18,7 +20,7 @@ def policy_from(params: dict[str, Any]) -> ReactPolicy:
                        sampling=dict(params.get("sampling") or {}))
 
 
-async def react(problem: Any, ctx: Any, *, window: int | None = None, invalid_action: str = "send",
+async def react(problem: ProblemView, ctx: ProblemContext, *, window: int | None = None, invalid_action: str = "send",
                 **params: Any) -> Any:
     policy = policy_from(params)
     async with ctx.env() as s:

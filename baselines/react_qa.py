@@ -13,6 +13,8 @@ from typing import Any
 
 from agentic_repro.dynagraph.evidence import make_source
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 REACT_SYSTEM = "Solve the task by interleaving Thought, Action and Observation steps."
 REACT = """{task}
@@ -51,7 +53,8 @@ def parse_action(text: str) -> tuple[str | None, str]:
     return m.group(1).capitalize(), arg[:end].strip()
 
 
-async def react_episode(ctx: Any, *, max_steps: int, temperature: float, top_p: float, max_tokens: int | None,
+async def react_episode(ctx: ProblemContext, *, max_steps: int, temperature: float, top_p: float,
+                        max_tokens: int | None,
                         evidence: EvidenceOpts, memory: str = "", stage: str = "react", trial: int = 0,
                         cache: dict[str, Any] | None = None) -> dict[str, Any]:
     src = make_source(evidence, cache)
@@ -89,7 +92,8 @@ async def react_episode(ctx: Any, *, max_steps: int, temperature: float, top_p: 
             "evidence": src.describe()}
 
 
-async def react_qa(problem: Any, ctx: Any, *, max_steps: int = 6, temperature: float = 0.7, top_p: float = 0.9,
+async def react_qa(problem: ProblemView, ctx: ProblemContext, *, max_steps: int = 6, temperature: float = 0.7,
+                   top_p: float = 0.9,
                    max_tokens: int | None = 256, evidence: str = "closed_book", corpus: str | None = None,
                    evidence_k: int = 3, evidence_tool: str = "search") -> Solution:
     ep = await react_episode(ctx, max_steps=max_steps, temperature=temperature, top_p=top_p, max_tokens=max_tokens,

@@ -16,6 +16,8 @@ from typing import Any
 from agentic_repro.agents.loop import AgentState, EpisodeResult, episode_solution, run_episode
 from agentic_repro.agents.prompts import reflexion_examples
 from agentic_repro.baselines.react import policy_from
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 # Reflexion's reflection instructions, one per environment as its release has them (alfworld_runs/ and
 # webshop_runs/generate_reflections.py). They share the first four sentences; the "For example, if you tried A
@@ -62,7 +64,8 @@ def _repeats(state: AgentState) -> bool:
     return len(state.turns) >= 2 and state.turns[-1].action.strip() == state.turns[-2].action.strip()
 
 
-async def reflexion(problem: Any, ctx: Any, *, trials: int = 10, memory_size: int = 3, stop_on_repeat: bool = True,
+async def reflexion(problem: ProblemView, ctx: ProblemContext, *, trials: int = 10, memory_size: int = 3,
+                    stop_on_repeat: bool = True,
                     window: int | None = None, invalid_action: str = "send", reflect_sampling: dict | None = None,
                     **params: Any) -> Any:
     if int(trials) < 1 or int(memory_size) < 0:

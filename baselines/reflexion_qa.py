@@ -12,6 +12,8 @@ from typing import Any
 
 from agentic_repro.baselines.react_qa import EvidenceOpts, react_episode
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 EVALUATE = """{task}
 
@@ -29,7 +31,8 @@ Your answer: {answer}
 In a few sentences, diagnose a possible reason for failure and write a new, concise plan that mitigates it."""
 
 
-async def reflexion_qa(problem: Any, ctx: Any, *, max_trials: int = 3, max_steps: int = 6, memory_size: int = 3,
+async def reflexion_qa(problem: ProblemView, ctx: ProblemContext, *, max_trials: int = 3, max_steps: int = 6,
+                       memory_size: int = 3,
                        temperature: float = 0.7, top_p: float = 0.9, max_tokens: int | None = 256,
                        evidence: str = "closed_book", corpus: str | None = None, evidence_k: int = 3,
                        evidence_tool: str = "search") -> Solution:

@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.common import fill, public_test_report, user
 from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.harness.view import ProblemView
 
 FEEDBACK_TEMPLATE = (
     "{task}\n\nHere is a proposed solution:\n\n{solution}\n{tests}\n"
@@ -57,7 +58,7 @@ def _history(attempts: list[dict[str, str]]) -> str:
                    for i, a in enumerate(attempts, 1))
 
 
-async def self_refine(problem: Problem, ctx: ProblemContext, *, template: str,
+async def self_refine(problem: ProblemView, ctx: ProblemContext, *, template: str,
                       feedback_template: str = FEEDBACK_TEMPLATE, refine_template: str = REFINE_TEMPLATE,
                       max_iterations: int = 4, feedback_temperature: float = 0.7,
                       stop_phrase: str = "it is correct", stop_check: str = "verdict_line", history: str = "full",

@@ -20,10 +20,11 @@ import re
 
 from agentic_repro.harness.answers import has_final_answer
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.common import fill, user
 from agentic_repro.baselines.prompting import task_messages
+from agentic_repro.harness.view import ProblemView
 
 REFLECTIONS = {
     "retry": "",
@@ -77,7 +78,7 @@ def _steps(steps: list[str]) -> str:
     return "".join(f"Step {i}: {s.strip()}\n" for i, s in enumerate(steps, 1)) or "(none)\n"
 
 
-async def self_reflection(problem: Problem, ctx: ProblemContext, *, template: str, mode: str = "answer",
+async def self_reflection(problem: ProblemView, ctx: ProblemContext, *, template: str, mode: str = "answer",
                           reflection: str = "composite", max_steps: int = 10,
                           reflect_template: str = REFLECT_TEMPLATE, reanswer_template: str = REANSWER_TEMPLATE,
                           system: str | None = None) -> Solution:

@@ -2,27 +2,28 @@
 from __future__ import annotations
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.prompting import task_messages
 from agentic_repro.baselines.voting import choose_code, majority_vote
+from agentic_repro.harness.view import ProblemView
 
 
-async def io(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
+async def io(problem: ProblemView, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
     """Direct input → output: one greedy call, no reasoning instruction."""
     messages = task_messages(ctx, template, system)
     out = (await ctx.generate(messages, stage="answer"))[0]
     return Solution(out.text, trace={"messages": messages, "finish_reason": out.finish_reason})
 
 
-async def cot(problem: Problem, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
+async def cot(problem: ProblemView, ctx: ProblemContext, *, template: str, system: str | None = None) -> Solution:
     """Chain-of-thought (Wei et al., 2022), zero-shot: reason step by step, then answer."""
     messages = task_messages(ctx, template, system)
     out = (await ctx.generate(messages, stage="reason"))[0]
     return Solution(out.text, trace={"messages": messages, "finish_reason": out.finish_reason})
 
 
-async def cot_sc(problem: Problem, ctx: ProblemContext, *, template: str, k: int = 5, temperature: float = 0.7,
+async def cot_sc(problem: ProblemView, ctx: ProblemContext, *, template: str, k: int = 5, temperature: float = 0.7,
                  system: str | None = None, code_choice: str = "majority") -> Solution:
     """Self-consistency (Wang et al., 2022): k sampled chains, majority vote over extracted answers.
 

@@ -25,9 +25,10 @@ import re
 from typing import Any
 
 from agentic_repro.harness.context import ProblemContext
-from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.common import fill, strip_bullet, user
+from agentic_repro.harness.view import ProblemView
 
 PROPOSE_TEMPLATE = (
     "{task}\n\nSteps so far:\n{steps}\n"
@@ -90,7 +91,7 @@ def parse_proposals(text: str, k: int) -> list[str]:
     return out[:k]
 
 
-async def tot(problem: Problem, ctx: ProblemContext, *, breadth: int = 5, depth: int = 4, n_evaluate: int = 3,
+async def tot(problem: ProblemView, ctx: ProblemContext, *, breadth: int = 5, depth: int = 4, n_evaluate: int = 3,
               max_proposals: int = 8, temperature: float = 0.7, value_map: dict[str, float] | None = None,
               propose_template: str = PROPOSE_TEMPLATE, value_template: str | None = None,
               answer_template: str = ANSWER_TEMPLATE, value_last_template: str = VALUE_LAST_TEMPLATE,

@@ -19,6 +19,7 @@ from agentic_repro.harness.method import Method, build_method
 from agentic_repro.harness.results import read_json, write_json_atomic
 from agentic_repro.harness.types import Solution
 from agentic_repro.harness.view import ProblemView
+from agentic_repro.harness.context import ProblemContext
 
 ARTIFACT_FORMAT = "agentic-repro/workflow-artifact"
 ARTIFACT_VERSION = 2  # bump when a key's meaning changes; loaders refuse other versions
@@ -168,7 +169,7 @@ class ArtifactMethod:
         run with one line instead of failing every problem."""
         await self._method(run_ctx.benchmark.name)
 
-    async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         doc, inner, path, searched = await self._method(ctx.benchmark.name)
         leak = problem.id in searched and doc["benchmark"] == ctx.benchmark.name
         if leak and not self.allow_searched:

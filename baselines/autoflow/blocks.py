@@ -23,6 +23,7 @@ from agentic_repro.harness.types import Solution
 from agentic_repro.harness.view import ProblemView
 
 from agentic_repro.baselines.autoflow import operators as ops_mod
+from agentic_repro.harness.context import ProblemContext
 
 STEP_OPS = ("Custom", "CustomCodeGenerate", "AnswerGenerate", "ScEnsemble", "Programmer", "SelfRefine", "Review",
             "Revise", "Format", "Test")
@@ -145,7 +146,7 @@ class BlockWorkflow:
             return out["solution"]
         raise BlockError(f"unknown operator {op}")
 
-    async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         ops = ops_mod.Ops(ctx, role=self.role, **self.sampling)
         question = ctx.benchmark.render(problem)
         entry = problem.fields.get("entry_point") if ctx.benchmark.domain == "code" else None

@@ -36,6 +36,8 @@ from typing import Any
 from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.autoflow import operators as O
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 #: what the paper optimises that this search does not (recorded in the artifact, footnoted under the row)
 NOT_AS_PAPER = ["only the edge distribution is optimised; the paper also optimises node prompts (its node "
@@ -154,7 +156,7 @@ def graph_log_prob(logits: Any, decisions: list[list[Any]]) -> Any:
 
 # ---- executing a realized swarm ------------------------------------------------------------------------------
 
-async def run_swarm(ops: O.Ops, swarm: dict[str, Any], edges: list[list[str]], task: str, ctx: Any, *,
+async def run_swarm(ops: O.Ops, swarm: dict[str, Any], edges: list[list[str]], task: str, ctx: ProblemContext, *,
                     constraint: str, rng: random.Random, direct_max_tokens: int | None = None,
                     cot_max_tokens: int | None = None) -> dict[str, Any]:
     """Run the useful nodes in topological order (``Graph.run``); returns the final answer and per-node outputs."""
@@ -192,7 +194,8 @@ async def run_swarm(ops: O.Ops, swarm: dict[str, Any], edges: list[list[str]], t
             "outputs": {k: [o["output"][:300] for o in v] for k, v in outputs.items()}}
 
 
-async def _run_node(ops: O.Ops, node: dict[str, Any], inp: dict[str, Any], task: str, ctx: Any, constraint: str,
+async def _run_node(ops: O.Ops, node: dict[str, Any], inp: dict[str, Any], task: str, ctx: ProblemContext,
+                    constraint: str,
                     direct_max_tokens: int | None, cot_max_tokens: int | None) -> dict[str, Any]:
     kind = node["kind"]
     stage = f"{kind}"
@@ -228,7 +231,7 @@ async def _chat(ops: O.Ops, messages: list[dict[str, str]], stage: str, max_toke
     return out[0].text
 
 
-def final_decision(ctx: Any, answers: list[str], rng: random.Random) -> tuple[str, dict[str, Any]]:
+def final_decision(ctx: ProblemContext, answers: list[str], rng: random.Random) -> tuple[str, dict[str, Any]]:
     """MajorityVote over the answers' canonical keys (the benchmark's ``answer_key``; code: the program), ties
     at random (seeded); no answers -> '' (the released node raises and the swarm answers nothing)."""
     if not answers:
@@ -286,7 +289,7 @@ class GPTSwarm:
             vals = [math.log(p / (1 - p))] * len(swarm["potential"])
         return vals, hashlib.sha256(repr(vals).encode()).hexdigest()
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         agents = self.agents or SWARMS.get(ctx.benchmark.domain, SWARMS["qa"])
         swarm = build_swarm(agents)
         logits, sha = self._logits(swarm)

@@ -48,6 +48,8 @@ from typing import Any
 from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.autoflow import operators as O
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 GENERATE_NAMES = ("Generate", "GenerateCoT", "MultiGenerateCoT")
 
@@ -295,7 +297,7 @@ def make_embedder(kind: str) -> Any:
     raise ValueError(f"MaAS embedder must be minilm or hash, not {kind!r}")
 
 
-def query_text(ctx: Any, problem: Any) -> str:
+def query_text(ctx: ProblemContext, problem: ProblemView) -> str:
     """What MaAS embeds and feeds the graph: the task as the benchmark renders it."""
     return ctx.benchmark.render(problem)
 
@@ -331,7 +333,7 @@ class MaasSupernet:
         self._lock = asyncio.Lock()
         self._loaded: dict[str, Any] | None = None
 
-    async def _setup(self, ctx: Any) -> dict[str, Any]:
+    async def _setup(self, ctx: ProblemContext) -> dict[str, Any]:
         async with self._lock:
             if self._loaded is None:
                 doc, sha = load_state(self.controller_path, self.controller_sha256)
@@ -347,7 +349,7 @@ class MaasSupernet:
                                 "ops_emb": ops_emb}
             return self._loaded
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         st = await self._setup(ctx)
         torch = _torch()
         q = query_text(ctx, problem)
@@ -362,7 +364,7 @@ class MaasSupernet:
         return Solution(answer=answer, trace=trace)
 
 
-async def run_graph(ops: O.Ops, graph: str, layers: list[list[str]], q: str, ctx: Any,
+async def run_graph(ops: O.Ops, graph: str, layers: list[list[str]], q: str, ctx: ProblemContext,
                     qa_instruction: str = "answer_instruction") -> str:
     """What each sampled operator does, per released train graph (``scripts/optimized/<dataset>/train/graph.py``):
     operators of a layer run in order, each on the current solution; solutions accumulate; ScEnsemble replaces

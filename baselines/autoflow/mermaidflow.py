@@ -39,6 +39,8 @@ from agentic_repro.harness.types import Solution
 
 from agentic_repro.baselines.autoflow import mermaidflow_prompts as P
 from agentic_repro.baselines.autoflow import operators as O
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 # ---- the typed graph ----------------------------------------------------------------------------------------
 
@@ -232,7 +234,8 @@ def parse_prompts(text: str) -> dict[str, str]:
 
 # ---- interpreting a graph ------------------------------------------------------------------------------------
 
-async def run_graph(ops: O.Ops, graph_text: str, prompts: dict[str, str], ctx: Any, qtype: str) -> dict[str, Any]:
+async def run_graph(ops: O.Ops, graph_text: str, prompts: dict[str, str], ctx: ProblemContext,
+                    qtype: str) -> dict[str, Any]:
     """Run the graph in topological order. PROBLEM carries the task text, ENTRY_POINT the entry point; a node's
     inputs are its active predecessors' outputs; a Decision node after a Test passes its value on only along the
     edges whose label matches the test result (passed/failed); RETURN gives the final answer."""
@@ -339,7 +342,7 @@ class MermaidWorkflow:
         self.role = role
         self.sampling = {"temperature": temperature, "max_tokens": max_tokens}
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         qtype = self.qtype or task_type(ctx.benchmark.domain)
         ops = O.Ops(ctx, role=self.role, **self.sampling)
         out = await run_graph(ops, self.graph, self.prompts, ctx, qtype)

@@ -20,6 +20,7 @@ from agentic_repro.harness.view import ProblemView
 
 from agentic_repro.baselines.autoflow import operators as ops_mod
 from agentic_repro.baselines.autoflow.channel import Limits, OperatorCallError, OperatorRefused, run_workflow
+from agentic_repro.harness.context import ProblemContext
 
 #: what a request's argument may be (plain data; lists of such)
 _PLAIN = (str, int, float, bool, type(None))
@@ -73,7 +74,7 @@ class SandboxedWorkflow:
         self.sampling = dict(sampling or {})
         self.dataset = dataset
 
-    def payload(self, problem: ProblemView, ctx: Any) -> dict[str, Any]:
+    def payload(self, problem: ProblemView, ctx: ProblemContext) -> dict[str, Any]:
         seed = int.from_bytes(hashlib.sha256(f"{ctx.seed}:{problem.id}".encode()).digest()[:4], "big")
         out = {"problem": ctx.benchmark.render(problem), "dataset": self.dataset or ctx.benchmark.name,
                "name": "workflow", "seed": seed}
@@ -81,7 +82,7 @@ class SandboxedWorkflow:
             out["entry_point"] = str(problem.fields["entry_point"])
         return out
 
-    async def solve(self, problem: ProblemView, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         ops = ops_mod.Ops(ctx, role=self.role, **self.sampling)
         seen: Counter[str] = Counter()
 
@@ -125,7 +126,7 @@ class SandboxedWorkflow:
         # a failed workflow answers nothing: the benchmark scores it 0 (AFlow scores a crashed graph 0 too)
         return Solution(answer=outcome.answer or "", trace=trace)
 
-    async def _adas_agent(self, ctx: Any, ops: Any, seen: Counter, args: dict[str, Any]) -> list[list[Any]]:
+    async def _adas_agent(self, ctx: ProblemContext, ops: Any, seen: Counter, args: dict[str, Any]) -> list[list[Any]]:
         """ADAS ``LLMAgentBase.query``: role + JSON format system prompt, the input infos and the instruction;
         the JSON reply's fields in its own order, missing ones filled with '' and extra ones dropped (as
         released). Returns ``[[field, value], ...]``."""
