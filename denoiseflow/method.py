@@ -28,6 +28,8 @@ from agentic_repro.denoiseflow.sensing import (DepGraph, build_graph, calibrate,
                                  slot_aggregate, slot_value, step_uncertainty, threshold_clusters)
 from agentic_repro.harness.context import ProblemContext
 from agentic_repro.harness.types import Problem, Solution
+from agentic_repro.harness.context import RunContext
+from agentic_repro.harness.view import ProblemView
 
 
 EMBED_INSTALL = "make install-embed  (or: pip install -e '.[embed]')"
@@ -108,7 +110,7 @@ class DenoiseFlow:
         self.window_size = self.opts.window_size
         self.state = CalibrationState(T=self.opts.t_init)
 
-    async def preflight(self, ctx: Any) -> None:
+    async def preflight(self, ctx: RunContext) -> None:
         """Build the run's embedder and embed one text, so a broken install (e.g. a torch that fails to
         load) stops the run before any problem. ``ctx`` is the run context (it has ``resource``)."""
         emb = ctx.resource(f"embedder:{self.opts.embedder}", _embedder_factory(self.opts.embedder))
@@ -134,7 +136,7 @@ class DenoiseFlow:
         self.state = CalibrationState.from_dict(state["calibration"])
 
     # ---- solve ----------------------------------------------------------------------------------
-    async def solve(self, problem: Problem, ctx: ProblemContext) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         opts = self.opts
         T = self.state.T                              # frozen for the whole window
         history = list(self.state.confidences)
@@ -219,7 +221,7 @@ class DenoiseFlow:
         return Solution(answer, confidence=c, trace=tr)
 
     # ---- Stage 1 ----------------------------------------------------------------------------------
-    async def _sense(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str, emb: _CountingEmbed,
+    async def _sense(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str, emb: _CountingEmbed,
                      slots: list[str], *, stage: str = "sense", sample_offset: int = 0) -> dict[str, Any]:
         opts = self.opts
         if domain == "qa":
@@ -272,7 +274,7 @@ class DenoiseFlow:
                 "u_graph": graph_risk(graph.u_prop, opts), "summary": summary}
 
     # ---- Stage 2: execution -------------------------------------------------------------------------
-    def _solve_messages(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    def _solve_messages(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                         seed: dict[str, Any] | None, memory: str = "") -> list[dict[str, str]]:
         bench = ctx.benchmark
         analysis = P.analysis_block(seed, domain) if self.opts.solve_analysis else ""
@@ -314,7 +316,7 @@ class DenoiseFlow:
             out.append(("conservative", cons or None))
         return out[:K]
 
-    async def _execute(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _execute(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                        sense: dict[str, Any] | None, K: int, *, stage: str | None = None, sample_offset: int = 0,
                        memory: str = "", sampled: bool = False) -> tuple[list[str], list[str]]:
         """K solutions: one greedy call per distinct E.4 seed prompt, the rest sampled at
@@ -353,7 +355,7 @@ class DenoiseFlow:
         return texts, names
 
     # ---- verification (G.3; code: public tests) ------------------------------------------------------
-    async def _verify(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _verify(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                       sense: dict[str, Any] | None, text: str) -> dict[str, Any]:
         bench = ctx.benchmark
         if domain == "code":
@@ -405,7 +407,7 @@ class DenoiseFlow:
         return v
 
     # ---- consensus ---------------------------------------------------------------------------------
-    async def _consensus(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _consensus(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                          sense: dict[str, Any] | None, texts: list[str], emb: _CountingEmbed
                          ) -> tuple[int, dict[str, Any], dict[int, dict[str, Any]]]:
         opts, bench = self.opts, ctx.benchmark
@@ -443,7 +445,7 @@ class DenoiseFlow:
                                      "chosen_cluster": bi}, verdicts
 
     # ---- Stage 3 ----------------------------------------------------------------------------------
-    async def _correct(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _correct(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                        sense: dict[str, Any] | None, answer: str, first: dict[str, Any], slots: list[str],
                        ref: dict[str, Any], rc_ctx: dict[str, Any], emb: _CountingEmbed) -> tuple[str, dict[str, Any]]:
         """At most R attempts, each verified. ``root_cause`` / ``local_retry``: G.4 refinement (root_cause:
@@ -486,7 +488,7 @@ class DenoiseFlow:
         ref["answer_from"] = "refined" if final is cur and ref["attempts"] and final is not original else "original"
         return final, ref
 
-    async def _branch_select(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _branch_select(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                              sense: dict[str, Any] | None, texts: list[str], emb: _CountingEmbed
                              ) -> tuple[str, dict[str, Any], dict[str, Any]]:
         """(chosen text, its verdict, consensus summary) over candidate texts; one candidate is just verified."""
@@ -498,7 +500,7 @@ class DenoiseFlow:
         return texts[chosen], v, {"K": len(texts), "keys": cons["keys"], "scores": cons["scores"],
                                   "chosen_branch": chosen}
 
-    async def _refine(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _refine(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                       sense: dict[str, Any] | None, emb: _CountingEmbed, cur: str, ver: dict[str, Any],
                       slots: list[str], risk: dict[str, Any], rc_ctx: dict[str, Any], attempt: int,
                       rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -559,7 +561,7 @@ class DenoiseFlow:
             rec["branches"] = cons
         return out, v
 
-    async def _reexplore(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str,
+    async def _reexplore(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str,
                          sense: dict[str, Any] | None, emb: _CountingEmbed, attempt: int,
                          rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """w/o CLR: no diagnosis; a failed verification falls back to a fresh re-branch with K_max
@@ -572,7 +574,7 @@ class DenoiseFlow:
         rec["branches"] = cons
         return out, v
 
-    async def _restart(self, problem: Problem, ctx: ProblemContext, domain: str, rendered: str, slots: list[str],
+    async def _restart(self, problem: ProblemView, ctx: ProblemContext, domain: str, rendered: str, slots: list[str],
                        emb: _CountingEmbed, cur: str, ver: dict[str, Any], attempt: int,
                        rec: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """Full Restart (Reflexion-style): regenerate the whole solution from scratch: a fresh Stage 1

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from agentic_repro.harness.types import Problem
+from agentic_repro.harness.view import ProblemView
 
 UNDERSTAND_MATH = """You are analyzing a problem to extract its semantic structure.
 
@@ -166,7 +166,7 @@ Reason: {failure_reason}
 Reflect briefly on what went wrong, then solve the whole problem again from the beginning."""
 
 
-def qa_parts(problem: Problem, rendered: str) -> tuple[str, str]:
+def qa_parts(problem: ProblemView, rendered: str) -> tuple[str, str]:
     """(context, question) for QA prompts; falls back to the rendered task as the question."""
     f = problem.fields
     if "question" in f:
@@ -174,7 +174,7 @@ def qa_parts(problem: Problem, rendered: str) -> tuple[str, str]:
     return "", rendered
 
 
-def function_signature(problem: Problem, rendered: str) -> str:
+def function_signature(problem: ProblemView, rendered: str) -> str:
     m = re.search(r"^\s*(def [A-Za-z_][A-Za-z0-9_]*\s*\(.*?\)\s*(->\s*[^:]+)?:)", rendered, re.MULTILINE)
     if m:
         return m.group(1).strip()
