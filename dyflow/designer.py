@@ -12,9 +12,10 @@ from agentic_repro.dyflow.config import Options
 from agentic_repro.dyflow.operators import Calls
 from agentic_repro.dyflow.schema import Attempt, StageGraph
 from agentic_repro.dyflow.validate import StageError, StageRules, check_stage, read_stage
+from agentic_repro.harness.context import ProblemContext
 
 
-async def design_stage(ctx: Any, prompt: str, rules: StageRules, opts: Options, calls: Calls,
+async def design_stage(ctx: ProblemContext, prompt: str, rules: StageRules, opts: Options, calls: Calls,
                        adapter: str | None = None) -> tuple[StageGraph | None, list[Attempt]]:
     """(the validated stage or None when every attempt failed, the attempts)."""
     messages: list[dict[str, str]] = [{"role": "user", "content": prompt}]

@@ -27,12 +27,14 @@ from agentic_repro.dyflow.schema import (ORIGINAL_PROBLEM, TERMINAL_TEMPLATES, E
 from agentic_repro.dyflow.state import ExecutedStage, WorkflowState, summarize
 from agentic_repro.dyflow.validate import StageRules
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 ANSWER_TEMPLATES = ("ORGANIZE_SOLUTION", "REFINE_ANSWER", "REFINE_CODE", "GENERATE_ANSWER", "GENERATE_CODE",
                     "SELF_CONSISTENCY_ENSEMBLE", "ENSEMBLE", "DEFAULT")
 
 
-def task_text(ctx: Any, opts: Options) -> str:
+def task_text(ctx: ProblemContext, opts: Options) -> str:
     """original_problem as run_dataset.py builds it: the question (with its answer format: PubMedQA's
     ``Question ... Context ... Answer the question ... [[yes]] ...``, SocialMaze's ``... Final Criminal ...``,
     here the task text + the benchmark's answer instruction when the text lacks it) + "\n\n" + the
@@ -56,7 +58,7 @@ class DyFlow:
         self.opts = Options.build(params)
         self.name = self.opts.folder or "dyflow"
 
-    def _designer_adapter(self, ctx: Any) -> str | None:
+    def _designer_adapter(self, ctx: ProblemContext) -> str | None:
         """The adapter to pass on designer calls: None when the role is bound to the required one (or
         nothing is required); the required one when the role binds none; a conflict is an error."""
         want = self.opts.designer_adapter
@@ -83,7 +85,7 @@ class DyFlow:
                                f"(dyflow/train/), which this run's designer backbone does not serve: {exc}. "
                                f"Declare it, e.g. +backbone.adapters.{want}.path=/abs/{want}.gguf") from exc
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         opts = self.opts
         self._adapter = self._designer_adapter(ctx)
         state = WorkflowState(task=task_text(ctx, opts))
@@ -175,7 +177,7 @@ class DyFlow:
             return P.LOOP_WARNING
         return None
 
-    async def _plan(self, ctx: Any, state: WorkflowState, calls: Calls,
+    async def _plan(self, ctx: ProblemContext, state: WorkflowState, calls: Calls,
                     t: int) -> tuple[StageRecord, StageGraph | None]:
         opts = self.opts
         z = await summarize(ctx, state, temperature=opts.summarizer_temperature,
@@ -199,7 +201,7 @@ class DyFlow:
         return rec, stage
 
     # ---- execution --------------------------------------------------------------------------------
-    async def _execute(self, ctx: Any, state: WorkflowState, stage: StageGraph, rec: StageRecord | None,
+    async def _execute(self, ctx: ProblemContext, state: WorkflowState, stage: StageGraph, rec: StageRecord | None,
                        calls: Calls) -> str | None:
         """Run V_t (topological order under ``validation=strict``; listed order, as the release, otherwise);
         returns the final answer's key when a terminal operator ran. Under release validation an operator
@@ -252,7 +254,7 @@ class DyFlow:
                         return st.outputs[key], key, "last_output" if kinds else "last_any_output"
         return "", None, "none"
 
-    async def _extract_code(self, ctx: Any, answer: str) -> str:
+    async def _extract_code(self, ctx: ProblemContext, answer: str) -> str:
         prompt = P.fill(P.CODE_EXTRACTION, question=ctx.benchmark.render(ctx.problem), final_answer=answer)
         sampling: dict[str, Any] = {"temperature": self.opts.executor_temperature}
         if self.opts.executor_max_tokens:
@@ -262,7 +264,7 @@ class DyFlow:
         return out[0].text
 
     # ---- w/o dynamic operator: the fixed-stage template -------------------------------------------
-    async def _fixed(self, ctx: Any, state: WorkflowState, calls: Calls,
+    async def _fixed(self, ctx: ProblemContext, state: WorkflowState, calls: Calls,
                      records: list[StageRecord]) -> tuple[str, str | None]:
         """Stage 1: GENERATE_PLAN -> GENERATE_ANSWER -> REVIEW_SOLUTION; then REFINE_ANSWER -> REVIEW_SOLUTION
         until the review accepts (at most ``fixed_max_refines``); then ORGANIZE_SOLUTION alone. The branch on

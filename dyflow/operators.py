@@ -18,6 +18,7 @@ from typing import Any
 from agentic_repro.dyflow import prompts as P
 from agentic_repro.dyflow.config import Options
 from agentic_repro.dyflow.schema import ORIGINAL_PROBLEM, OperatorInstance
+from agentic_repro.harness.context import ProblemContext
 
 PROMPT_OF = {"GENERATE_CODE": "GENERATE_ANSWER", "REFINE_CODE": "REFINE_ANSWER",
              "ENSEMBLE": "SELF_CONSISTENCY_ENSEMBLE"}
@@ -62,7 +63,7 @@ def build_prompt(op: OperatorInstance, memory: dict[str, str], task: str) -> tup
     return P.fill(template, context=context, guidance=guidance), context, guidance
 
 
-async def run_operator(ctx: Any, op: OperatorInstance, memory: dict[str, str], task: str, opts: Options,
+async def run_operator(ctx: ProblemContext, op: OperatorInstance, memory: dict[str, str], task: str, opts: Options,
                        calls: Calls) -> tuple[str, dict[str, Any]]:
     """(text stored in 𝓜, details for the trace)."""
     t = op.template
@@ -88,7 +89,7 @@ async def run_operator(ctx: Any, op: OperatorInstance, memory: dict[str, str], t
     return text, info
 
 
-async def _ensemble(ctx: Any, messages: list[dict[str, str]], context: str, guidance: str, opts: Options,
+async def _ensemble(ctx: ProblemContext, messages: list[dict[str, str]], context: str, guidance: str, opts: Options,
                     calls: Calls, ledger: str) -> tuple[str, dict[str, Any]]:
     """n samples at T 0.7, then the adjudicator at T 0 picks one (operator.py); an unreadable pick
     falls back to the first sample, as released."""
@@ -125,7 +126,7 @@ async def _ensemble(ctx: Any, messages: list[dict[str, str]], context: str, guid
                           "confidence": conf}
 
 
-async def _test_code(ctx: Any, op: OperatorInstance, memory: dict[str, str], task: str,
+async def _test_code(ctx: ProblemContext, op: OperatorInstance, memory: dict[str, str], task: str,
                      opts: Options) -> tuple[str, dict[str, Any]]:
     key = next((k for k in op.input_keys if k != ORIGINAL_PROBLEM), op.input_keys[0])
     text = task if key == ORIGINAL_PROBLEM else memory[key]

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentic_repro.dyflow import prompts as P
 from agentic_repro.dyflow.schema import StageGraph
+from agentic_repro.harness.context import ProblemContext
 
 
 @dataclass
@@ -67,7 +68,7 @@ class WorkflowState:
         return ["REVIEW_SOLUTION" in st.graph.templates for st in self.stages]
 
 
-async def summarize(ctx: Any, state: WorkflowState, *, temperature: float, max_tokens: int | None,
+async def summarize(ctx: ProblemContext, state: WorkflowState, *, temperature: float, max_tokens: int | None,
                     errors_in_summary: bool) -> str:
     """z_t: summarise the stages not summarised yet (summarizer role, ledger stage ``summarize``)."""
     for st in state.stages[len(state.summaries):]:
