@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_repro.harness.hashing import sha256_file
+from agentic_repro.harness.context import ProblemContext
 
 FORBIDDEN_PARTS = ("strategyqa",)   # dataset folders whose files carry gold evidence
 
@@ -31,7 +32,7 @@ class ClosedBook:
     def describe(self) -> dict[str, Any]:
         return {"kind": "closed_book", "note": "no retrieval: E_rag answers from the model's own recall"}
 
-    async def retrieve(self, ctx: Any, query: str, k: int) -> Passages:
+    async def retrieve(self, ctx: ProblemContext, query: str, k: int) -> Passages:
         return Passages("closed_book", [])
 
 
@@ -103,7 +104,7 @@ class Bm25Index:
                 out.append({**d, "score": round(float(s), 4)})
         return out
 
-    async def retrieve(self, ctx: Any, query: str, k: int) -> Passages:
+    async def retrieve(self, ctx: ProblemContext, query: str, k: int) -> Passages:
         return Passages(self.label, self.search(query, k))
 
 
@@ -117,7 +118,7 @@ class ToolSearch:
     def describe(self) -> dict[str, Any]:
         return {"kind": "tool", "tool": self.name}
 
-    async def retrieve(self, ctx: Any, query: str, k: int) -> Passages:
+    async def retrieve(self, ctx: ProblemContext, query: str, k: int) -> Passages:
         names = [t.name for t in ctx.tools]
         if self.name not in names:
             raise RuntimeError(f"DynaGraph evidence=tool: this problem offers no tool {self.name!r} (has {names})")

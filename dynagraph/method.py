@@ -27,6 +27,8 @@ from agentic_repro.dynagraph.schema import (EXPERTS, Feedback, PlanNode, canonic
 from agentic_repro.dynagraph.topology import TaskGraph
 from agentic_repro.harness.answers import has_final_answer
 from agentic_repro.harness.types import Solution
+from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.view import ProblemView
 
 def _errors_text(errors: list[str], limit: int = 6) -> str:
     """The first ``limit`` distinct errors, one a line (a long broken plan can have dozens)."""
@@ -92,13 +94,13 @@ class DynaGraph:
         self._cache: dict[str, Any] = {}
 
     # ---- modules ----------------------------------------------------------------------------------------
-    def _module(self, ctx: Any, module: str) -> dict[str, Any]:
+    def _module(self, ctx: ProblemContext, module: str) -> dict[str, Any]:
         role = self.opts.role(module)
         adapter = getattr(ctx.run, "adapters", {}).get(role)
         return {"module": module, "role": role, "adapter": adapter,
                 "label": f"LoRA adapter {adapter}" if adapter else "base model + role prompt"}
 
-    async def _call(self, ctx: Any, tr: Trajectory, module: str, messages: list[dict[str, str]], stage: str,
+    async def _call(self, ctx: ProblemContext, tr: Trajectory, module: str, messages: list[dict[str, str]], stage: str,
                     max_tokens: int | None) -> tuple[str, dict[str, Any]]:
         o = self.opts
         kw: dict[str, Any] = {"temperature": o.temperature, "top_p": o.top_p}
@@ -112,7 +114,7 @@ class DynaGraph:
         return out.text, meta
 
     # ---- planning -------------------------------------------------------------------------------------------
-    async def _plan(self, ctx: Any, tr: Trajectory, first: list[dict[str, str]], *, kind: str,
+    async def _plan(self, ctx: ProblemContext, tr: Trajectory, first: list[dict[str, str]], *, kind: str,
                     available: set[str]) -> list[PlanNode]:
         o = self.opts
         messages = list(first)
@@ -158,7 +160,7 @@ class DynaGraph:
         tr.graph.add_plan([node], "orchestrator", op="orchestrator_sink")
 
     # ---- execution --------------------------------------------------------------------------------------------
-    async def _execute(self, ctx: Any, tr: Trajectory, node: PlanNode, task: str, final: bool) -> Feedback:
+    async def _execute(self, ctx: ProblemContext, tr: Trajectory, node: PlanNode, task: str, final: bool) -> Feedback:
         o = self.opts
         inputs = tr.S.inputs_for(node.id, node.inputs)
         evidence, passages = "", None
@@ -182,7 +184,7 @@ class DynaGraph:
                               "messages": messages, "raw": raw, "feedback": fb.to_dict(), **meta})
         return fb
 
-    async def _patch_node(self, ctx: Any, tr: Trajectory, nid: str, fb: Feedback, task: str) -> PlanNode:
+    async def _patch_node(self, ctx: ProblemContext, tr: Trajectory, nid: str, fb: Feedback, task: str) -> PlanNode:
         node = tr.graph.node(nid)
         inputs = tr.S.inputs_for(f"patch:{nid}", node.inputs)
         content = P.PATCH.format(task=task, failed=nid, expert=node.expert, subtask=node.subtask,
@@ -208,7 +210,8 @@ class DynaGraph:
         tr.S.put("patch", patch.id, patch.model_dump(), "planner")
         return patch
 
-    async def _reconstruct(self, ctx: Any, tr: Trajectory, nid: str, fb: Feedback, task: str, reasons: list[str]) -> None:
+    async def _reconstruct(self, ctx: ProblemContext, tr: Trajectory, nid: str, fb: Feedback, task: str,
+                           reasons: list[str]) -> None:
         node = tr.graph.node(nid)
         doomed = {nid} | tr.graph.descendants(nid)
         done = {d: tr.S.latest("feedback", d).payload["text"] for d in tr.graph.done() if d not in doomed}
@@ -220,7 +223,7 @@ class DynaGraph:
         tr.graph.reconstruct(nid, sub)   # truncates nid and everything downstream, then adds G_sub
         self._ensure_sink(tr)
 
-    async def trajectory(self, ctx: Any, sample: int = 0) -> Trajectory:
+    async def trajectory(self, ctx: ProblemContext, sample: int = 0) -> Trajectory:
         o = self.opts
         tr = Trajectory(sample)
         task = ctx.benchmark.render(ctx.problem)
@@ -259,7 +262,7 @@ class DynaGraph:
         tr.S.put("answer", "A", tr.answer, "orchestrator")
         return tr
 
-    async def solve(self, problem: Any, ctx: Any) -> Solution:
+    async def solve(self, problem: ProblemView, ctx: ProblemContext) -> Solution:
         o = self.opts
         modules = [self._module(ctx, m) for m in ("plan", *EXPERTS)]
         src = make_source(o, self._cache)
