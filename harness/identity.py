@@ -30,6 +30,7 @@ NEUTRAL_KEYS = (
     "method.run_counts",  # which counters metrics.json sums, not how problems are answered
     "sandbox",  # how untrusted code is contained: recorded in meta.json and footnoted, not an answer-changing setting
     "runner.budgets.max_usd",  # a dollar cap stops a run, never changes an answer (a re-run with a higher cap resumes)
+    "runner.batch", "runner.batch_poll_s", "runner.batch_flush_s",  # the Batch API answers the same requests
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
 NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url",

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_repro.harness.backbones import build_backbone
+from agentic_repro.harness.batch import BatchingBackbone, check_batch
 from agentic_repro.harness.benchmark import Benchmark, build_benchmark
 from agentic_repro.harness.cache import CacheError, ResponseCache
 from agentic_repro.harness.calibration import calibration_metrics, reliability_diagram
@@ -182,7 +183,12 @@ class Runner:
     async def _build_backbones(self) -> tuple[dict[str, Any], list[Any]]:
         """One backbone per distinct backbone config (every role maps to one of them), and the distinct ones."""
         async def build(cfg: dict[str, Any]) -> Any:
-            return await build_backbone(cfg, run_dir=self.paths.root, seed=self.spec.seed, servers=self._servers)
+            bb = await build_backbone(cfg, run_dir=self.paths.root, seed=self.spec.seed, servers=self._servers)
+            rc = self.spec.runner_cfg
+            if check_batch(rc, str(self.spec.method_cfg.get("name")), cfg.get("kind")):  # harness/batch.py
+                bb = BatchingBackbone(bb, self.paths.root, poll_s=float(rc.get("batch_poll_s", 30)),
+                                      flush_s=float(rc.get("batch_flush_s", 1.0)))
+            return bb
 
         backbones = await build_role_backbones(self.roles, build, given=self._backbone)
         return backbones, list({id(b): b for b in backbones.values()}.values())
