@@ -11,9 +11,12 @@
   not the Python watcher) of a server with 4 LoRA adapters against one with 1, after start and one greedy request
   on the base and on every adapter. Goal: <= 1.1x. Both servers have the same ``--max-loras 4`` (the config's):
   vLLM reserves the LoRA slots by that setting, so the ratio is what loading 4 adapters instead of 1 adds.
-  The adapters are random peft LoRAs (r 8, alpha 16, q/v, as training's default) on the embedded base.
+  The adapters are random peft LoRAs (r 8, alpha 16, q/v, as training's default) on the converted base.
 
-    flock /tmp/model-server.lock python bench/vllm_serving.py [--parts overhead,engines,memory] [--problems 5]
+    flock /tmp/model-server.lock python bench/vllm_serving.py [--parts memory,overhead,engines] [--problems 5]
+
+Two vLLM starts in all (the 1-adapter server, then the 4-adapter server every part uses: the overhead and engines
+parts send base-model requests to it) and one llama-server.
 """
 from __future__ import annotations
 
@@ -83,63 +86,70 @@ async def _bare(base_url: str, model: str, bodies: list[list[dict]], sampling: d
     return wall
 
 
-def overhead(tmp: Path, problems: int) -> dict[str, Any]:
+def overhead(tmp: Path, srv: Any, problems: int) -> dict[str, Any]:
     from agentic_repro.harness.embedded.server import ServerPool
 
-    srv = _server(tmp)
     os.environ["AGENTIC_REPRO_VLLM_URL"] = srv.base_url
     try:
         with ServerPool(use_env=False) as pool:
-            common = ["method=io", "benchmark=gsm8k", f"backbone={CONFIG}", "backbone.sampling.max_tokens=48"]
-            _run(tmp, [*common, "limit=2"], "warm", pool)
+            common = ["method=io", "benchmark=gsm8k", f"backbone={CONFIG}", "backbone.sampling.max_tokens=32"]
+            _run(tmp, [*common, "limit=1"], "warm", pool)
             walls_h, walls_b = [], []
             m, w, out = _run(tmp, [*common, f"limit={problems}"], "h1", pool)
             walls_h.append(w)
             preds = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
             bodies = [p["trace"]["messages"] for p in preds]
-            sampling = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 48}
+            sampling = {"temperature": 0.0, "top_p": 1.0, "max_tokens": 32}
             conc = 4  # the config's max_concurrency
             for _ in range(2):
-                walls_b.append(asyncio.run(_bare(srv.base_url, _key().served_name, bodies, sampling, conc)))
+                walls_b.append(asyncio.run(_bare(srv.base_url, srv.key.served_name, bodies, sampling, conc)))
             walls_h.append(_run(tmp, [*common, f"limit={problems}"], "h2", pool)[1])
     finally:
         os.environ.pop("AGENTIC_REPRO_VLLM_URL", None)
-        srv.stop()
     h, b = sum(walls_h) / 2, sum(walls_b) / 2
-    return {"requests": len(bodies), "concurrency": conc, "harness_wall_s": [round(x, 2) for x in walls_h],
-            "bare_wall_s": [round(x, 2) for x in walls_b], "harness_over_bare": round(b / h, 3),
-            "completion_tokens": m["totals"]["completion_tokens"]}
+    return {"requests": len(bodies), "concurrency": conc, "max_tokens": 32,
+            "harness_wall_s": [round(x, 2) for x in walls_h], "bare_wall_s": [round(x, 2) for x in walls_b],
+            "harness_over_bare": round(b / h, 3), "completion_tokens_per_run": m["totals"]["completion_tokens"]}
 
 
-def engines(tmp: Path, problems: int) -> dict[str, Any]:
+def engines(tmp: Path, srv: Any, problems: int, max_tokens: int) -> dict[str, Any]:
+    """CoT-SC(5) through vLLM (the running server) and then through llama-server (started here), cache off."""
     from agentic_repro.harness.embedded.server import ServerPool
 
-    out: dict[str, Any] = {"problems": problems, "method": "cot_sc (k=5, T=0.7)", "max_tokens": 256}
-    for backbone in ("local", CONFIG):
-        with ServerPool(use_env=False) as pool:
+    out: dict[str, Any] = {"problems": problems, "method": "cot_sc (k=5, T=0.7)", "max_tokens": max_tokens}
+    for backbone in (CONFIG, "local"):
+        if backbone == CONFIG:
+            os.environ["AGENTIC_REPRO_VLLM_URL"] = srv.base_url
+        try:
+            with ServerPool(use_env=False) as pool:
+                common = ["method=cot_sc", "benchmark=gsm8k", f"backbone={backbone}",
+                          f"backbone.sampling.max_tokens={max_tokens}"]
+                if backbone == "local":  # the server's start, apart from the timing
+                    _run(tmp, [*common, "limit=1", "backbone.sampling.max_tokens=1"], "warm-local", pool)
+                m, wall, _ = _run(tmp, [*common, f"limit={problems}"], backbone, pool)
+        finally:
             os.environ.pop("AGENTIC_REPRO_VLLM_URL", None)
-            common = ["method=cot_sc", "benchmark=gsm8k", f"backbone={backbone}", "backbone.sampling.max_tokens=256"]
-            _run(tmp, [*common, "limit=1", "sample=1"], f"warm-{backbone}", pool)  # the server's start, apart
-            m, wall, _ = _run(tmp, [*common, f"limit={problems}"], backbone, pool)
         toks = m["totals"]["completion_tokens"]
         out[backbone] = {"wall_s": round(wall, 1), "completion_tokens": toks, "tokens_per_s": round(toks / wall, 2),
-                         "score_pct": round(m["score_pct"], 1), "n": m["n"], "errors": m.get("n_errors", 0)}
+                         "score_pct": round(m["score_pct"], 1), "n": m["n"], "errors": m.get("n_errors", 0),
+                         "load_after": os.getloadavg()}
     out["vllm_over_llama_server_tokens_per_s"] = round(out[CONFIG]["tokens_per_s"] / out["local"]["tokens_per_s"], 3)
     out["vllm_over_llama_server_wall"] = round(out[CONFIG]["wall_s"] / out["local"]["wall_s"], 3)
     return out
 
 
 def _random_adapters(folder: Path, k: int) -> dict[str, Path]:
-    """k random peft LoRAs (non-zero B, seeded) on the embedded base, from one load of the base."""
+    """k random peft LoRAs (non-zero B, seeded) on the weights vLLM serves (the converted folder), one load."""
     done = {f"a{i}": folder / f"a{i}" for i in range(k)}
     if all((p / "adapter_config.json").is_file() for p in done.values()):
         return done
     import torch
     from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
 
-    from agentic_repro.harness.embedded.base_model import load_base, resolve_base
+    from agentic_repro.harness.vllm.model import converted_model
 
-    model, _ = load_base(resolve_base("local"))
+    model = AutoModelForCausalLM.from_pretrained(converted_model("local").folder, dtype=torch.float32)
     for i, (_, path) in enumerate(done.items()):
         torch.manual_seed(i + 1)
         pm = get_peft_model(model, LoraConfig(r=8, lora_alpha=16, lora_dropout=0.0, target_modules=["q_proj", "v_proj"],
@@ -167,44 +177,56 @@ def _tree_hwm_mib(watcher: int) -> float:
     return round(total, 1)
 
 
-def memory(tmp: Path) -> dict[str, Any]:
+def _exercise_hwm(srv: Any, adapters: list[str]) -> float:
     from openai import OpenAI
 
     from agentic_repro.harness.vllm.server import EXPLICIT_SAMPLING
 
-    adapters = _random_adapters(Path(tempfile.gettempdir()) / "agentic-repro-bench-vllm-loras", 4)
-    out: dict[str, Any] = {}
-    for k in (1, 4):
-        chosen = dict(list(adapters.items())[:k])
-        srv = _server(tmp, chosen, tag=f"mem{k}")
-        try:
-            c = OpenAI(base_url=f"{srv.base_url}/v1", api_key="local", timeout=600)
-            for model in (srv.key.served_name, *chosen):
-                c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hello."}],
-                                          temperature=0, max_tokens=8, extra_body=EXPLICIT_SAMPLING)
-            out[f"{k}_adapters_hwm_mib"] = _tree_hwm_mib(srv.pid)
-        finally:
-            srv.stop()
-    out["four_over_one"] = round(out["4_adapters_hwm_mib"] / out["1_adapters_hwm_mib"], 3)
-    return out
+    c = OpenAI(base_url=f"{srv.base_url}/v1", api_key="local", timeout=600)
+    for model in (srv.key.served_name, *adapters):
+        c.chat.completions.create(model=model, messages=[{"role": "user", "content": "Say hello."}], temperature=0,
+                                  max_tokens=8, extra_body=EXPLICIT_SAMPLING)
+    return _tree_hwm_mib(srv.pid)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--parts", default="overhead,engines,memory")
-    ap.add_argument("--problems", type=int, default=5)
+    ap.add_argument("--parts", default="memory,overhead,engines")
+    ap.add_argument("--problems", type=int, default=5, help="GSM8K problems of the overhead and engines parts")
+    ap.add_argument("--max-tokens", type=int, default=256, help="CoT-SC's max_tokens in the engines part")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
+    parts = args.parts.split(",")
     result: dict[str, Any] = {"load_before": os.getloadavg()}
+    adapters = _random_adapters(Path(tempfile.gettempdir()) / "agentic-repro-bench-vllm-loras", 4)
     with tempfile.TemporaryDirectory(prefix="bench-vllm-") as d:
-        for part in args.parts.split(","):
-            t0 = time.perf_counter()
-            result[part] = {"overhead": lambda: overhead(Path(d), args.problems),
-                            "engines": lambda: engines(Path(d), args.problems),
-                            "memory": lambda: memory(Path(d))}[part]()
-            result[part]["seconds"] = round(time.perf_counter() - t0, 1)
-            result[part]["load_after"] = os.getloadavg()
-            print(json.dumps({part: result[part]}), flush=True)
+        tmp = Path(d)
+        if "memory" in parts:  # a server with 1 adapter first, then the 4-adapter server every part uses
+            one = _server(tmp, dict(list(adapters.items())[:1]), tag="mem1")
+            try:
+                result["memory"] = {"1_adapter_hwm_mib": _exercise_hwm(one, ["a0"])}
+            finally:
+                one.stop()
+        t0 = time.perf_counter()
+        srv = _server(tmp, adapters, tag="main")
+        result["startup_s"] = round(time.perf_counter() - t0, 1)
+        try:
+            if "memory" in parts:
+                mem = result["memory"]
+                mem["4_adapters_hwm_mib"] = _exercise_hwm(srv, list(adapters))
+                mem["four_over_one"] = round(mem["4_adapters_hwm_mib"] / mem["1_adapter_hwm_mib"], 3)
+                mem["max_loras"] = srv.key.max_loras
+                print(json.dumps({"memory": mem}), flush=True)
+            if "overhead" in parts:
+                result["overhead"] = overhead(tmp, srv, args.problems)
+                print(json.dumps({"overhead": result["overhead"]}), flush=True)
+            if "engines" in parts:
+                result["engines"] = engines(tmp, srv, args.problems, args.max_tokens)
+                print(json.dumps({"engines": result["engines"]}), flush=True)
+        finally:
+            srv.stop()
+    result["load_after"] = os.getloadavg()
+    print(json.dumps({"load_before": result["load_before"], "load_after": result["load_after"]}))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

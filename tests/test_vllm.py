@@ -106,15 +106,15 @@ def _fake_conversion(tmp_path: Path, monkeypatch) -> tuple[str, Path]:
     monkeypatch.setenv("AGENTIC_REPRO_CACHE", str(tmp_path / "cache" / "models"))
     gguf = write_gguf_lora(tmp_path / "base.gguf")
     from agentic_repro.harness.embedded.gguf import file_sha256
-    from agentic_repro.harness.hashing import sha256_tree
     from agentic_repro.harness.vllm import model as vm
 
     sha = file_sha256(gguf)
     entry = vm._entry(sha)
     (entry / "model").mkdir(parents=True)
     (entry / "model" / "model.safetensors").write_bytes(b"weights")
-    (entry / "conversion.json").write_text(json.dumps({"gguf_sha256": sha,
-                                                       "sha256": sha256_tree(entry / "model")}))
+    (entry / "conversion.json").write_text(json.dumps({"gguf_sha256": sha, "files": ["model.safetensors"],
+                                                       "sha256": vm.files_sha256(entry / "model",
+                                                                                 ["model.safetensors"])}))
     return str(gguf), entry
 
 
@@ -122,6 +122,8 @@ def test_a_converted_folder_that_changed_since_its_record_is_refused(tmp_path, m
     from agentic_repro.harness.vllm.model import VLLMNotInstalled, converted_model
 
     gguf, entry = _fake_conversion(tmp_path, monkeypatch)
+    assert converted_model(gguf).folder == entry / "model"
+    (entry / "model" / "model.safetensors.sha256").write_text("a sidecar another tool left")  # not the weights
     assert converted_model(gguf).folder == entry / "model"
     (entry / "model" / "model.safetensors").write_bytes(b"weightz")  # same size, other bytes
     with pytest.raises(VLLMNotInstalled, match="hashes to"):

@@ -27,7 +27,7 @@ from tests.conftest import _SERVERS, check_run_files, run_e2e
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm"), pytest.mark.timeout(1800)]
 
 ROOT = Path(__file__).resolve().parents[1]
-ADAPTERS = {"expert_rag": "ZEBRA", "expert_logic": "OTTER", "designer": "MAPLE"}  # name -> the word it is taught
+ADAPTERS = {"expert_logic": "ZEBRA", "expert_expr": "OTTER", "designer": "MAPLE"}  # name -> the word it is taught
 
 
 def _dataset(folder: Path, word: str):
@@ -43,19 +43,21 @@ def _dataset(folder: Path, word: str):
 
 
 def train_adapters(root: Path) -> dict[str, Path]:
-    """Three LoRAs trained by training/ on the embedded base (2 SFT steps each: the path, not the quality), cached
-    by content under ``root`` (the datasets' bytes, the options, the base's sha256) like training.fixtures."""
+    """Three LoRAs trained by training/ (2 SFT steps each: the path, not the quality) on the weights vLLM serves: the
+    embedded GGUF as ``make install-vllm`` converted it (bf16 safetensors, read in seconds; dequantising the GGUF
+    again takes minutes per load on 2 shared cores). Cached by content under ``root`` (the words, the options, the
+    weights' sha256) like training.fixtures."""
     import hashlib
 
-    from agentic_repro.harness.embedded.base_model import resolve_base
-    from agentic_repro.harness.embedded.gguf import file_sha256
+    from agentic_repro.harness.vllm.model import converted_model
     from agentic_repro.training.train import compose_config, train
 
+    weights = converted_model("local")
     out = {}
     for name, word in ADAPTERS.items():
-        opts = ["base=local", "max_steps=2", "lr=5e-3", "batch_size=4", "grad_accum=1", "warmup_ratio=0",
+        opts = [f"base={weights.folder}", "max_steps=2", "lr=5e-3", "batch_size=4", "grad_accum=1", "warmup_ratio=0",
                 "val_fraction=0", "max_length=128", f"name={name}", "export_gguf=false"]
-        key = hashlib.sha256(json.dumps([word, opts, file_sha256(resolve_base("local").ref)]).encode()).hexdigest()
+        key = hashlib.sha256(json.dumps([word, opts, weights.sha256]).encode()).hexdigest()
         d = root / f"vllm-lora-{name}-{key[:16]}"
         if not (d / "out" / "adapter" / "adapter_config.json").is_file():
             import shutil
@@ -76,7 +78,7 @@ def adapters() -> dict[str, Path]:
 
 @pytest.fixture(scope="session")
 def vllm_overrides(adapters) -> list[str]:
-    return ["backbone=vllm-cpu", "backbone.sampling.max_tokens=160",
+    return ["backbone=vllm-cpu", "backbone.sampling.max_tokens=64",
             *(f"+backbone.adapters.{n}.path={p}" for n, p in adapters.items())]
 
 
@@ -117,8 +119,10 @@ def test_cot_sc_n_samples_are_one_request(tmp_path, vllm_overrides):
 def test_dynagraph_two_lora_experts_in_one_vllm_process(tmp_path, vllm_overrides, adapters):
     from agentic_repro.harness.adapters import path_sha256
 
+    # E_logic and E_expr: every plan runs both (the fallback plan is E_logic -> E_expr)
     spec, metrics = run_e2e(tmp_path, ["method=dynagraph", "benchmark=gsm8k", "limit=1", *vllm_overrides,
-                                       "roles.expert1.adapter=expert_rag", "roles.expert2.adapter=expert_logic"])
+                                       "backbone.sampling.max_tokens=128",
+                                       "roles.expert2.adapter=expert_logic", "roles.expert3.adapter=expert_expr"])
     srv = _server()
     preds = check_run_files(spec, metrics, 1)
     assert preds[0]["status"] == "ok", preds[0]
@@ -126,15 +130,15 @@ def test_dynagraph_two_lora_experts_in_one_vllm_process(tmp_path, vllm_overrides
     used = {(c["role"], c["adapter"], c["adapter_sha256"]) for c in calls}
     print("dynagraph ledger (role, adapter, sha256[:12]):",
           sorted((r, a, (s or "")[:12]) for r, a, s in used), "vLLM pid", srv.pid)
-    for role, name in (("expert1", "expert_rag"), ("expert2", "expert_logic")):
+    for role, name in (("expert2", "expert_logic"), ("expert3", "expert_expr")):
         assert any(r == role and a == name and s == path_sha256(adapters[name]) for r, a, s in used), used
-    assert any(a is None for _, a, _ in used)  # the planner and E_expr: the base model
+    assert any(r == "planner" and a is None for r, a, _ in used)  # the planner: the base model
     meta = json.loads((spec.out_dir / "meta.json").read_text())
     pids = {json.dumps(r["model"].get("server", {}).get("pid")) for r in meta["roles"].values()}
     assert pids == {json.dumps(srv.pid)}  # every role's backbone is the one vLLM process
     # the same process serves both modules over one base
     served = {m["id"]: m for m in json.loads(urllib.request.urlopen(f"{srv.base_url}/v1/models").read())["data"]}
-    assert served["expert_rag"]["parent"] == served["expert_logic"]["parent"] == "qwen2.5-coder-0.5b-instruct-bf16"
+    assert served["expert_logic"]["parent"] == served["expert_expr"]["parent"] == "qwen2.5-coder-0.5b-instruct-bf16"
 
 
 def test_adapters_change_answers_chosen_per_call(vllm_overrides):
@@ -164,7 +168,7 @@ def test_ctrl_c_stops_the_managed_server_and_the_rerun_resumes(tmp_path):
     """The harness starts its own vLLM server; Ctrl-C ends the run and that server; the same command resumes
     with calls only for the problems left, and once finished re-runs with none."""
     cmd = [sys.executable, "-m", "agentic_repro.harness.run", "method=cot", "benchmark=gsm8k", "limit=3",
-           "backbone=vllm-cpu", "backbone.sampling.max_tokens=96", f"results_root={tmp_path}/results",
+           "backbone=vllm-cpu", "backbone.sampling.max_tokens=48", f"results_root={tmp_path}/results",
            f"cache.path={tmp_path}/c.sqlite", "runner.progress=false", "runner.max_concurrent_problems=1"]
     env = {k: v for k, v in os.environ.items() if k != "AGENTIC_REPRO_VLLM_URL"}
     out = tmp_path / "results/default/gsm8k/cot/vllm-cpu/seed=42"

@@ -4,8 +4,8 @@
     python -m agentic_repro.harness.vllm.model check [base=local]     # re-hash the folder against its record
 
 The folder lives under ``~/.cache/agentic-repro/vllm-models/<gguf sha256[:16]>-bf16-v<N>/model/``; beside it,
-``conversion.json`` records the GGUF's sha256, the conversion's own sha256 (:func:`agentic_repro.harness.hashing.sha256_tree`
-of ``model/``), the converter's package versions and time. A folder whose bytes no longer hash to its record is
+``conversion.json`` records the GGUF's sha256, the conversion's own sha256 (:func:`files_sha256` over the files
+it wrote in ``model/``), the converter's package versions and time. A folder whose bytes no longer hash to its record is
 refused (re-run ``make install-vllm``), as a GGUF whose bytes do not match its pin is.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentic_repro.harness.hashing import sha256_tree
+from agentic_repro.harness.hashing import sha256_file
 
 __all__ = ["CONVERSION_VERSION", "VENV_ENV", "ConvertedModel", "VLLMNotInstalled", "converted_model",
            "prepare", "vllm_python", "vllm_version"]
@@ -98,8 +98,20 @@ def _resolve(base: str) -> tuple[Path, str]:
 _verified: dict[tuple[str, int], str] = {}
 
 
-def _folder_state(folder: Path) -> int:
-    return hash(tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in sorted(folder.iterdir())))
+def files_sha256(folder: Path, names: list[str]) -> str:
+    """sha256 over the named files of ``folder`` (name and file hash, sorted), as harness.hashing.sha256_tree does
+    for a whole folder. Only the conversion's own files count: tools that hash the folder leave sidecars in it
+    (``<file>.sha256``, e.g. training's base identity), which do not change what vLLM loads."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for name in sorted(names):
+        h.update(name.encode() + b"\0" + sha256_file(folder / name).encode() + b"\n")
+    return h.hexdigest()
+
+
+def _folder_state(folder: Path, names: list[str]) -> int:
+    return hash(tuple((n, (folder / n).stat().st_size, (folder / n).stat().st_mtime_ns) for n in sorted(names)))
 
 
 def converted_model(base: str = "local", *, verify: bool = True) -> ConvertedModel:
@@ -114,8 +126,12 @@ def converted_model(base: str = "local", *, verify: bool = True) -> ConvertedMod
     if record.get("gguf_sha256") != sha:
         raise VLLMNotInstalled(f"{rec_path} belongs to GGUF {record.get('gguf_sha256')}, not {sha}: {INSTALL_HINT}")
     if verify:
-        state = (str(folder), _folder_state(folder))
-        got = _verified.get(state) or sha256_tree(folder)
+        names = list(record.get("files") or [])
+        missing = [n for n in names if not (folder / n).is_file()]
+        if not names or missing:
+            raise VLLMNotInstalled(f"{folder} lacks {missing or 'its file list'} (see {rec_path}): {INSTALL_HINT}")
+        state = (str(folder), _folder_state(folder, names))
+        got = _verified.get(state) or files_sha256(folder, names)
         if got != record.get("sha256"):
             raise VLLMNotInstalled(f"{folder} hashes to {got}, its record says {record.get('sha256')} "
                                    f"(changed or truncated since the conversion): {INSTALL_HINT}")
@@ -144,7 +160,8 @@ def prepare(base: str = "local", *, python: Path | None = None) -> ConvertedMode
             shutil.rmtree(tmp, ignore_errors=True)
             raise VLLMNotInstalled(f"converting {gguf} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
         info = json.loads(proc.stdout.strip().splitlines()[-1])
-        record = {"gguf_sha256": sha, "gguf": str(gguf), "sha256": sha256_tree(tmp / "model"),
+        names = sorted(f.name for f in (tmp / "model").iterdir() if f.is_file())
+        record = {"gguf_sha256": sha, "gguf": str(gguf), "sha256": files_sha256(tmp / "model", names), "files": names,
                   "conversion_version": CONVERSION_VERSION, **info,
                   "wall_seconds": round(time.monotonic() - t0, 1)}
         (tmp / "conversion.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
