@@ -381,12 +381,14 @@ def test_a_folder_rerun_at_a_smaller_limit_shows_only_what_metrics_json_covers(t
     assert "4 more problem(s) in predictions.jsonl that metrics.json does not cover" in page
     js = (out / "runs" / run_.id / "problems.js").read_text()
     assert len(json.loads(js.split("] = ", 1)[1].rsplit(";", 1)[0])["rows"]) == 4   # the comparison reads the same 4
-    # a run that did not record its ids (before issue 29): no interval rather than another selection's
-    m = json.loads((spec.out_dir / "metrics.json").read_text())
-    del m["ids"]
-    (spec.out_dir / "metrics.json").write_text(json.dumps(m))
+    # a folder made before runs recorded their selection (no ids in metrics.json or meta.json): metrics.json's
+    # numbers, no interval rather than another selection's
+    for name in ("metrics.json", "meta.json"):
+        doc = json.loads((spec.out_dir / name).read_text())
+        del doc["ids"]
+        (spec.out_dir / name).write_text(json.dumps(doc))
     s = data.find_runs(tmp_path / "results")[0].summary()
-    assert s["score_pct"] == 0.0 and s["interval"] is None and "did not record which" in s["covers"]
+    assert s["score_pct"] == 0.0 and s["interval"] is None and "recorded no selection" in s["covers"]
 
 
 KILLED_CHILD = """

@@ -113,9 +113,9 @@ class Run:
         return self.reading().status
 
     def reading(self) -> Reading:
-        """What the run's numbers cover (:func:`read_run`), read once."""
+        """What the run's numbers cover (:func:`reading_of`), read once."""
         if self._reading is None:
-            self._reading = read_run(self)
+            self._reading = reading_of(self)
         return self._reading
 
     def summary(self) -> dict[str, Any]:
@@ -172,24 +172,13 @@ def invocation_finished(run: Run) -> bool:
     return isinstance(ended, (int, float)) and (not isinstance(started, (int, float)) or ended >= started)
 
 
-def recorded_ids(doc: dict[str, Any] | None) -> list[str] | None:
-    """The record ids a run recorded in ``doc``: meta.json's ``ids`` (the selection of the latest invocation,
-    written when it starts) or metrics.json's (what its numbers cover); None for runs made before issue 29."""
-    ids = doc.get("ids") if isinstance(doc, dict) else None
-    return [str(i) for i in ids] if isinstance(ids, list) else None
-
-
-def stale_reason(run: Run) -> str | None:
-    """Why metrics.json does not describe the run's current selection, or None: an invocation started after it and
-    has not ended (running, or killed), or the selection changed since (meta.json's ids are not metrics.json's)."""
-    if run.metrics is not None and not invocation_finished(run):
+def stale_reason(run: Run, selection: Any) -> str | None:
+    """Why metrics.json does not describe the run's current selection, or None: an invocation started after it and has
+    not ended (running, or killed, even at the same selection), or ``selection.stale`` (harness.results.read_run: the
+    current selection, meta.json's ids, is not the one metrics.json covers; or no metrics.json yet)."""
+    if not invocation_finished(run):
         return "running or killed (meta.json: started, not ended)"
-    now, covered = recorded_ids(run.meta), recorded_ids(run.metrics)
-    if run.metrics is not None and now is not None and covered is not None and set(now) != set(covered):
-        return "re-run with another selection (meta.json's ids are not metrics.json's)"
-    if run.metrics is None and not invocation_finished(run):
-        return "running or killed (meta.json: started, not ended; no metrics.json yet)"
-    return None
+    return selection.stale if run.metrics is not None else None
 
 
 def _scores(problems: list[dict[str, Any]]) -> list[float]:
@@ -215,16 +204,19 @@ def judge_counts(problems: list[dict[str, Any]]) -> dict[str, Any]:
             "scored_without_reference": no_reference}
 
 
-def read_run(run: Run) -> Reading:
+def reading_of(run: Run) -> Reading:
     """The run's numbers and what they cover (issue 29 item 5: never metrics.json's score beside an interval or a
-    problem list of other predictions, never ``complete`` over a run that is still going or was killed).
+    problem list of other predictions, never ``complete`` over a run that is still going or was killed). The
+    selection is the tables' own: :func:`agentic_repro.harness.results.read_run` (meta.json's ids, written when an
+    invocation starts; metrics.json's for older folders).
 
-    - metrics.json describes the current selection: its score, n and status, over the ids it covers (recorded,
-      or every problem listed when their count is metrics.json's n + errors); an interval only over those ids;
-      another selection's records in predictions.jsonl are listed apart;
+    - metrics.json describes the current selection: its score, n and status, over those ids; an interval only over
+      them (none for an old folder that cannot tell which records its numbers cover); another selection's records
+      in predictions.jsonl are listed apart;
     - it does not (:func:`stale_reason`: running, killed, re-run): ``running/stale``, with the viewer's own count
-      over the current selection's records (meta.json's ids; every record for runs that did not record them);
+      over the current selection's records, never metrics.json's numbers;
     - no metrics.json and no invocation under way: ``no metrics``, no score."""
+    from agentic_repro.harness.results import CorruptFile, read_run
     from agentic_repro.scripts.stats import interval
 
     def ci(values: list[float]) -> list[float] | None:
@@ -234,20 +226,22 @@ def read_run(run: Run) -> Reading:
     latest = problems_of(run)
     graded = any(0.0 < s < 1.0 for s in _scores(list(latest.values())))
     m = run.metrics
-    stale = stale_reason(run)
+    try:
+        selection = read_run(run.path, metrics=m if m is not None else {})
+    except CorruptFile as exc:     # a damaged meta.json: named on the page, the numbers not claimed
+        run.notes.append(str(exc))
+        return Reading("no metrics", "none", False, None, None, None, None, None, None, str(exc), graded,
+                       judge_counts([]))
+    stale = stale_reason(run, selection)
     if m is not None and stale is None:
-        ids = recorded_ids(m)
-        counted = int(m.get("n") or 0) + int(m.get("n_errors") or 0)
+        ids = None if selection.legacy else selection.ids
         note = None
-        if ids is None and counted == len(latest):
-            ids = list(latest)
-        elif ids is None:
-            note = (f"metrics.json covers {counted} problems; predictions.jsonl holds {len(latest)} (another "
-                    "selection's too) and this run did not record which are covered: no interval")
+        if selection.legacy:
+            note = f"{selection.legacy}: metrics.json's numbers are shown without an interval"
         elif set(ids) != set(latest):
             note = (f"metrics.json covers {len(ids)} problems (this selection); predictions.jsonl holds "
-                    f"{len(latest)}: the others are an earlier selection's, listed apart")
-        covered = [latest[i] for i in ids if i in latest] if ids is not None else list(latest.values())
+                    f"{len(latest)}: the others are another selection's, listed apart")
+        covered = list(selection.records.values()) if ids is not None else list(latest.values())
         status = "errors" if m.get("n_errors") else "complete" if m.get("complete") else "incomplete"
         return Reading(status, "metrics.json", True, ids, _finite(m.get("score_pct")),
                        ci(_scores(covered)) if ids is not None else None, m.get("n"), m.get("selected"),
@@ -256,18 +250,17 @@ def read_run(run: Run) -> Reading:
         return Reading("no metrics", "none", False, None, None, None, None, None, None, None, graded,
                        judge_counts(list(latest.values())))
     # running, killed or re-run: the viewer's own count over the current selection, never metrics.json's numbers
-    now = recorded_ids(run.meta)
-    ids = now if now is not None else list(latest)
-    problems = [latest[i] for i in ids if i in latest]
+    legacy = selection.legacy is not None
+    ids = list(latest) if legacy else selection.ids
+    problems = list(latest.values()) if legacy else list(selection.records.values())
     values = _scores(problems)
-    data = run.meta.get("data") if isinstance(run.meta, dict) else None
-    selected = len(now) if now is not None else data.get("selected") if isinstance(data, dict) else None
     note = (f"{stale}: the viewer's own count over the {len(problems)} problems of this selection in "
-            "predictions.jsonl" + (f", of {selected} selected" if selected is not None else "")
+            f"predictions.jsonl, of {len(ids) if not legacy else '?'} selected"
             + ("; metrics.json is an earlier invocation's, not shown" if m is not None else ""))
     return Reading("running/stale", "predictions.jsonl (own count)", False, ids,
-                   100.0 * sum(values) / len(values) if values else None, ci(values), len(values), selected,
-                   sum(1 for p in problems if p.get("status") == "error"), note, graded, judge_counts(problems))
+                   100.0 * sum(values) / len(values) if values else None, ci(values), len(values),
+                   None if legacy else len(ids), sum(1 for p in problems if p.get("status") == "error"), note,
+                   graded, judge_counts(problems))
 
 
 def find_runs(root: Path) -> list[Run]:
