@@ -44,8 +44,9 @@ def check_batch(runner_cfg: Mapping[str, Any], method: str, backbone_kind: str |
     if method not in BATCHABLE_METHODS:
         raise ConfigError(f"runner.batch=true runs methods whose calls are independent ({', '.join(BATCHABLE_METHODS)}"
                           f"); {method} waits on its own answers")
-    if backbone_kind != "openai":
-        raise ConfigError(f"runner.batch=true needs an OpenAI Batch API backbone (kind openai), not {backbone_kind}")
+    if backbone_kind not in ("openai", "anthropic"):
+        raise ConfigError(f"runner.batch=true needs OpenAI's Batch API (kind openai) or Anthropic's Message Batches "
+                          f"(kind anthropic), not {backbone_kind}")
     return True
 
 
@@ -81,6 +82,89 @@ class BatchLog:
             os.fsync(f.fileno())
 
 
+class OpenAIBatches:
+    """OpenAI's Batch API: a JSONL file (``POST /files``), a batch (``POST /batches``), ``GET /batches/{id}`` until
+    it ends, then its output and error files; each line's ``response.body`` is a chat completion."""
+
+    def __init__(self, backbone: Any) -> None:
+        self.bb, self.http = backbone, backbone._client._http
+
+    async def submit(self, lines: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
+                        + "\n" for cid, body in lines.items())
+        # multipart by hand: the client's default Content-Type (application/json) would replace httpx's own
+        b = uuid.uuid4().hex
+        form = (f'--{b}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--{b}\r\n'
+                'Content-Disposition: form-data; name="file"; filename="batch.jsonl"\r\n'
+                'Content-Type: application/jsonl\r\n\r\n').encode() + jsonl.encode() + f"\r\n--{b}--\r\n".encode()
+        up = await self.http.post("files", content=form, headers={"Content-Type": f"multipart/form-data; boundary={b}"})
+        up.raise_for_status()
+        file_id = up.json()["id"]
+        made = await self.http.post("batches", json={"input_file_id": file_id, "endpoint": "/v1/chat/completions",
+                                                     "completion_window": "24h"})
+        made.raise_for_status()
+        return made.json()["id"], {"input_file_id": file_id}
+
+    async def status(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
+        got = await self.http.get(f"batches/{batch_id}")
+        got.raise_for_status()
+        batch = got.json()
+        return batch.get("status") in DONE, batch
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key in ("output_file_id", "error_file_id"):
+            if batch.get(key):
+                content = await self.http.get(f"files/{batch[key]}/content")
+                content.raise_for_status()
+                for text in content.text.splitlines():
+                    if text.strip():
+                        line = json.loads(text)
+                        seen[line["custom_id"]] = line
+        return seen
+
+    def reply(self, line: Mapping[str, Any], cid: str) -> dict[str, Any]:
+        return _line_reply(line, cid)
+
+
+class AnthropicBatches:
+    """Anthropic's Message Batches: ``POST /messages/batches`` with ``{"requests": [{"custom_id", "params"}]}``,
+    ``GET /messages/batches/{id}`` until ``processing_status`` is ``ended``, then its ``results_url`` (JSONL of
+    ``{"custom_id", "result": {"type": "succeeded", "message"} | {"type": "errored", "error"} | canceled | expired}``)."""
+
+    def __init__(self, backbone: Any) -> None:
+        self.bb, self.http = backbone, backbone._client._http
+
+    async def submit(self, lines: dict[str, dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+        reqs = [{"custom_id": cid, "params": self.bb.wire.request(body)} for cid, body in lines.items()]
+        made = await self.http.post("messages/batches", json={"requests": reqs})
+        made.raise_for_status()
+        return made.json()["id"], {}
+
+    async def status(self, batch_id: str) -> tuple[bool, dict[str, Any]]:
+        got = await self.http.get(f"messages/batches/{batch_id}")
+        got.raise_for_status()
+        batch = got.json()
+        return batch.get("processing_status") == "ended", batch
+
+    async def results(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if not batch.get("results_url"):
+            return {}
+        got = await self.http.get(batch["results_url"])
+        got.raise_for_status()
+        return {line["custom_id"]: line for line in (json.loads(t) for t in got.text.splitlines() if t.strip())}
+
+    def reply(self, line: Mapping[str, Any], cid: str) -> dict[str, Any]:
+        result = line.get("result") or {}
+        if result.get("type") != "succeeded":
+            err = (result.get("error") or {}).get("error") or result.get("error") or {}
+            etype = err.get("type") if isinstance(err, dict) else None
+            kind = {"rate_limit_error": "http_429", "overloaded_error": "http_5xx", "api_error": "http_5xx",
+                    "invalid_request_error": "http_4xx"}.get(str(etype), f"batch_{result.get('type') or 'error'}")
+            raise BackboneError(f"batch line {cid}: {result.get('type')}: {err}", kind=kind, attempts=1)
+        return self.bb.wire.reply(result.get("message"))
+
+
 class BatchingBackbone:
     """The run's backbone, its requests sent as batches (module docstring). Attributes are the inner backbone's."""
 
@@ -89,6 +173,7 @@ class BatchingBackbone:
     def __init__(self, inner: Any, run_dir: Path, *, poll_s: float = 30.0, flush_s: float = 1.0,
                  max_lines: int = 50_000) -> None:
         self.inner, self.poll_s, self.flush_s, self.max_lines = inner, poll_s, flush_s, max_lines
+        self.api = AnthropicBatches(inner) if getattr(inner, "kind", None) == "anthropic" else OpenAIBatches(inner)
         self.log = BatchLog(Path(run_dir) / "batches.jsonl")
         self._queue: dict[str, dict[str, Any]] = {}
         self._waiters: dict[str, list[asyncio.Future[Any]]] = {}
@@ -118,7 +203,7 @@ class BatchingBackbone:
         body = self.inner.request_body(messages, sampling, n, adapter)
         cid = custom_id(body)
         line = await self._result(cid, body)
-        resp = _line_reply(line, cid)
+        resp = self.api.reply(line, cid)
         try:
             choices = check_response(resp)
         except Exception as exc:  # a bad line is this call's error, never an answer
@@ -160,23 +245,9 @@ class BatchingBackbone:
             self._poll(batch_id)
 
     async def _submit(self, lines: dict[str, dict[str, Any]]) -> str:
-        jsonl = "".join(json.dumps({"custom_id": cid, "method": "POST", "url": "/v1/chat/completions", "body": body})
-                        + "\n" for cid, body in lines.items())
-        http = self.inner._client._http
-        # multipart by hand: the client's default Content-Type (application/json) would replace httpx's own
-        b = uuid.uuid4().hex
-        form = (f'--{b}\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nbatch\r\n--{b}\r\n'
-                'Content-Disposition: form-data; name="file"; filename="batch.jsonl"\r\n'
-                'Content-Type: application/jsonl\r\n\r\n').encode() + jsonl.encode() + f"\r\n--{b}--\r\n".encode()
-        up = await http.post("files", content=form, headers={"Content-Type": f"multipart/form-data; boundary={b}"})
-        up.raise_for_status()
-        file_id = up.json()["id"]
-        made = await http.post("batches", json={"input_file_id": file_id, "endpoint": "/v1/chat/completions",
-                                                "completion_window": "24h"})
-        made.raise_for_status()
-        batch_id = made.json()["id"]
+        batch_id, extra = await self.api.submit(lines)
         # recorded before waiting: a process stopped from here on resumes this batch instead of paying twice
-        self.log.append({"batch_id": batch_id, "input_file_id": file_id, "custom_ids": list(lines),
+        self.log.append({"batch_id": batch_id, **extra, "custom_ids": list(lines),
                          "submitted_at": time.time(), "model": self.inner.model})
         self.submitted.append(batch_id)
         return batch_id
@@ -186,32 +257,21 @@ class BatchingBackbone:
             self._pollers[batch_id] = asyncio.ensure_future(self._wait(batch_id))
 
     async def _wait(self, batch_id: str) -> None:
-        http = self.inner._client._http
         ids = [cid for cid, b in self._known.items() if b == batch_id]
         try:
             while True:
-                got = await http.get(f"batches/{batch_id}")
-                got.raise_for_status()
-                batch = got.json()
-                if batch.get("status") in DONE:
+                done, batch = await self.api.status(batch_id)
+                if done:
                     break
                 await asyncio.sleep(self.poll_s)
-            seen: dict[str, Any] = {}
-            for key in ("output_file_id", "error_file_id"):
-                if batch.get(key):
-                    content = await http.get(f"files/{batch[key]}/content")
-                    content.raise_for_status()
-                    for text in content.text.splitlines():
-                        if text.strip():
-                            line = json.loads(text)
-                            seen[line["custom_id"]] = line
+            seen = await self.api.results(batch)
         except Exception as exc:  # noqa: BLE001 - polling failed: the waiting calls fail (a re-run resumes the batch)
             self._fail(ids, BackboneError(f"{self.inner.name}: polling batch {batch_id} failed: {exc}",
                                           kind="batch_poll", attempts=1))
             return
         for cid in ids:
             line = seen.get(cid) or {"custom_id": cid, "error": {
-                "code": f"batch_{batch.get('status')}", "message": f"batch {batch_id} ended {batch.get('status')} "
+                "code": "batch_missing", "message": f"batch {batch_id} ended ({batch.get('status')}) "
                                                                    "without this request's line"}}
             self._results[cid] = line
             for fut in self._waiters.pop(cid, []):

@@ -37,6 +37,9 @@ class AnthropicDouble(FaultServer):
         self.omit_usage = omit_usage
         self.requests: list[dict[str, Any]] = []
         self.statuses: list[int] = []
+        self.hold = False  # Message Batches stay in_progress while held
+        self.message_batches: dict[str, dict[str, Any]] = {}
+        self.batches_created = self.polls = 0
 
     async def _error(self, writer: Any, status: int, etype: str, message: str, extra: dict[str, str] | None = None) -> bool:
         self.statuses.append(status)
@@ -52,7 +55,10 @@ class AnthropicDouble(FaultServer):
                 "request-id": f"req_{self.received}"}
 
     async def _handle(self, method: str, path: str, raw: bytes, writer: Any) -> bool:
-        if not path.rstrip("/").endswith("/v1/messages") or method != "POST":
+        route = path.split("?")[0].rstrip("/")
+        if "/v1/messages/batches" in route:
+            return await self._batches(method, route, raw, writer)
+        if not route.endswith("/v1/messages") or method != "POST":
             return await self._error(writer, 404, "not_found_error", f"no route {method} {path}")
         headers = self.last_headers
         self.received += 1
@@ -65,6 +71,53 @@ class AnthropicDouble(FaultServer):
             kinds = {429: "rate_limit_error", 529: "overloaded_error", 500: "api_error", 400: "invalid_request_error"}
             extra = {"retry-after": "0", **self.limits()} if status == 429 else None
             return await self._error(writer, status, kinds.get(status, "api_error"), f"scripted {status}", extra)
+        status, reply = self.message(body)
+        if status != 200:
+            return await self._error(writer, status, "invalid_request_error", reply["error"]["message"])
+        self.statuses.append(200)
+        self.answered += 1
+        await self._send(writer, 200, json.dumps(reply).encode(), self.limits())
+        return True
+
+    # Message Batches: POST /v1/messages/batches, GET .../{id} (processing_status), GET .../{id}/results (JSONL)
+    async def _batches(self, method: str, route: str, raw: bytes, writer: Any) -> bool:
+        if self.last_headers.get("x-api-key") != KEY:
+            return await self._error(writer, 401, "authentication_error", "invalid x-api-key")
+        tail = route.split("/v1/messages/batches", 1)[1].strip("/")
+        if method == "POST" and not tail:
+            reqs = json.loads(raw or b"{}").get("requests") or []
+            self.batches_created += 1
+            bid = f"msgbatch_{self.batches_created}"
+            self.message_batches[bid] = {"id": bid, "type": "message_batch", "processing_status": "in_progress",
+                                         "requests": reqs, "results_url": None,
+                                         "request_counts": {"processing": len(reqs), "succeeded": 0, "errored": 0,
+                                                            "canceled": 0, "expired": 0}}
+            return await self._json(writer, {k: v for k, v in self.message_batches[bid].items() if k != "requests"})
+        bid = tail.split("/")[0]
+        batch = self.message_batches.get(bid)
+        if batch is None:
+            return await self._error(writer, 404, "not_found_error", f"no batch {bid}")
+        if tail.endswith("/results"):
+            lines = []
+            for r in batch["requests"]:
+                status, reply = self.message(r.get("params") or {})
+                result = {"type": "succeeded", "message": reply} if status == 200 else \
+                    {"type": "errored", "error": {"type": "error", "error": reply["error"]}}
+                lines.append({"custom_id": r["custom_id"], "result": result})
+            await self._send(writer, 200, "".join(json.dumps(x) + "\n" for x in lines).encode())
+            return True
+        self.polls += 1
+        if not self.hold:
+            batch["processing_status"] = "ended"
+            batch["results_url"] = f"http://127.0.0.1:{self.port}/v1/messages/batches/{bid}/results"
+        return await self._json(writer, {k: v for k, v in batch.items() if k != "requests"})
+
+    async def _json(self, writer: Any, obj: Any) -> bool:
+        await self._send(writer, 200, json.dumps(obj).encode())
+        return True
+
+    def message(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        """(200, a Message) or (400, the API's error body) for a Messages API request body."""
         problems = []
         if not isinstance(body.get("max_tokens"), int):
             problems.append("max_tokens: Field required")
@@ -79,7 +132,7 @@ class AnthropicDouble(FaultServer):
         if unknown:
             problems.append(f"{sorted(unknown)}: Extra inputs are not permitted")
         if problems:
-            return await self._error(writer, 400, "invalid_request_error", "; ".join(problems))
+            return 400, {"type": "error", "error": {"type": "invalid_request_error", "message": "; ".join(problems)}}
         text = default_answer(msgs, body)
         prompt = _words(body.get("system", "")) + sum(_words(m.get("content", "")) for m in msgs)
         usage = {"input_tokens": max(0, prompt - self.cache_read - self.cache_write - self.cache_write_1h),
@@ -90,10 +143,7 @@ class AnthropicDouble(FaultServer):
         reply = {"id": f"msg_{self.received}", "type": "message", "role": "assistant", "model": self.model,
                  "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
                  **({} if self.omit_usage else {"usage": usage})}
-        self.statuses.append(200)
-        self.answered += 1
-        await self._send(writer, 200, json.dumps(reply).encode(), self.limits())
-        return True
+        return 200, reply
 
 
 class GeminiDouble(FaultServer):

@@ -117,3 +117,25 @@ def test_batch_is_refused_where_calls_depend_on_answers_or_the_api_has_no_batch(
         check_batch({"batch": True}, "dyflow", "openai")
     with pytest.raises(ConfigError, match="kind openai"):
         check_batch({"batch": True}, "cot", "embedded")
+
+
+def test_claude_through_message_batches_is_the_online_run_at_half_price(env, monkeypatch):
+    from tests.provider_doubles import KEY, AnthropicDouble
+
+    monkeypatch.setenv("DOUBLE_API_KEY", KEY)
+    with AnthropicDouble(model="claude-3-5-sonnet-20241022", max_seconds=120) as srv:
+        def go(name, batch):
+            ov = [o.replace("backbone=gpt-4o-mini", "backbone=claude-3-5-sonnet").replace("method=cot_sc", "method=cot")
+                  for o in overrides(env, srv.url, name, batch)]
+            spec = spec_from_config(compose(ov))
+            return spec, run_spec(spec)
+        online, m1 = go("online", False)
+        assert srv.answered == 3 and srv.batches_created == 0
+        batched, m2 = go("batch", True)
+        assert srv.answered == 3 and srv.batches_created == 1  # no online request: all through the batch
+    assert m1["n_errors"] == 0 and m2["n_errors"] == 0
+    assert answers(batched) == answers(online)
+    a, b = calls(online), calls(batched)
+    assert [c["key"] for c in a] == [c["key"] for c in b]
+    for x, y in zip(a, b):
+        assert y["service_tier"] == "batch" and y["cost_usd"] == pytest.approx(x["cost_usd"] / 2, rel=1e-9)
