@@ -74,7 +74,12 @@ def _body(code: str) -> str:
 
 def must_fail(body: str, **kw: Any) -> Any:
     """`body` runs inside add(a, b) and decides what add returns."""
-    res = run_program(humaneval_program(PROMPT, _body(body), TEST, "add"), **{"timeout_s": 20.0, **kw})
+    return must_fail_completion(_body(body), **kw)
+
+
+def must_fail_completion(completion: str, **kw: Any) -> Any:
+    """The completion of add's prompt as given (module-level code after the function runs at load)."""
+    res = run_program(humaneval_program(PROMPT, completion, TEST, "add"), **{"timeout_s": 20.0, **kw})
     assert not res.passed, res
     assert not res.infrastructure, res
     return res
@@ -468,7 +473,7 @@ MISBEHAVIOUR = {
 def test_what_a_program_does_to_its_own_fds_is_its_failure_never_an_error(hooked_mode: str, how: str) -> None:
     """Each would score a + b only through the sandbox failing (an infrastructure error is retried, never scored,
     and an AFlow round with one raises SearchIncomplete): must_fail asserts failed *and* not infrastructure."""
-    res = must_fail(MISBEHAVIOUR[how], timeout_s=30.0)
+    res = must_fail_completion(MISBEHAVIOUR[how], timeout_s=30.0)
     assert res.duration_s < 15, res  # the channel-closed case is ended at once, not after the 10 s reaper wait
 
 
@@ -495,7 +500,7 @@ while f is not None:  # imported by the trusted runner: forge its verdict with t
 def test_the_trusted_runner_never_imports_from_the_solutions_working_directory(hooked_mode: str) -> None:
     """isolation=process ran the root runner in the solution's cwd: a `test_pwn.py` left there and the
     `unittest.__main__` entry point made the runner's test discovery import it and forge a pass."""
-    must_fail(f"    return 0\nopen('test_pwn.py', 'w').write({PWN!r})\nimport types\n"
+    must_fail_completion(f"    return 0\nopen('test_pwn.py', 'w').write({PWN!r})\nimport types\n"
               "add = types.ModuleType('unittest.__main__')\n", timeout_s=30.0)
 
 
