@@ -139,3 +139,13 @@ def test_claude_through_message_batches_is_the_online_run_at_half_price(env, mon
     assert [c["key"] for c in a] == [c["key"] for c in b]
     for x, y in zip(a, b):
         assert y["service_tier"] == "batch" and y["cost_usd"] == pytest.approx(x["cost_usd"] / 2, rel=1e-9)
+
+
+def test_the_docs_batch_command_composes_into_a_batch_run():
+    import re
+
+    text = (ROOT / "docs" / "backbones.md").read_text(encoding="utf-8")
+    section = text.split("## Batch mode (`runner.batch=true`)", 1)[1].split("\n## ", 1)[0]
+    (line,) = re.findall(r"^python -m agentic_repro\.harness\.run (.+)$", section, re.MULTILINE)
+    cfg = compose(line.split())
+    assert check_batch(cfg["runner"], cfg["method"]["name"], cfg["backbone"]["kind"]) is True
