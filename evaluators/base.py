@@ -19,15 +19,10 @@ from typing import Any
 
 from agentic_repro.evaluators.data import data_dir, problem_from_row, read_jsonl, select, sha256_file
 from agentic_repro.harness.benchmark import Benchmark as CoreBenchmark
-from agentic_repro.harness.benchmark import DataInfo, build_benchmark
+from agentic_repro.harness.benchmark import DataInfo, ScorerFailure, build_benchmark
 from agentic_repro.harness.types import Problem
 
-__all__ = ["Benchmark", "DataInfo", "ScorerFailure", "build_benchmark"]
-
-
-class ScorerFailure(RuntimeError):
-    """Our scorer could not judge an answer (its message names the checker and what failed): an
-    infrastructure failure, so the problem is an error, not a wrong answer."""
+__all__ = ["Benchmark", "DataInfo", "ScorerFailure", "build_benchmark"]  # ScorerFailure: the core's (harness.benchmark)
 
 
 class Benchmark(CoreBenchmark):

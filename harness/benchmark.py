@@ -19,6 +19,12 @@ if TYPE_CHECKING:
     from agentic_repro.harness.tools import Tool
 
 
+class ScorerFailure(RuntimeError):
+    """Our scorer could not judge an answer (its message names the checker and what failed): an infrastructure
+    failure, so the runner retries and then records the problem as an error, never a 0 (malformed *model output* is
+    a wrong answer instead: 0, extracted None)."""
+
+
 class NoEpisode(RuntimeError):
     """An environment benchmark's problem ended without any episode: the method never played."""
 
