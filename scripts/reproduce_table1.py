@@ -8,7 +8,8 @@
     python -m agentic_repro.scripts.reproduce_table1 backbone=local dry_run=true    # print the plan (and a time estimate) only
 
 Script options: backbone, size (alias: protocol; embedded|smoke|large|paper; default from the backbone), methods,
-benchmarks, seeds, limit, dry_run, logger (none|wandb). Any other ``key=value`` is a Hydra override for every run
+benchmarks, seeds, limit, dry_run, logger (none|wandb), concurrent_runs (runs side by side: ``auto`` = the
+backbone's ``max_concurrency``, one per embedded server slot; 1 = one after the other; default: the protocol's). Any other ``key=value`` is a Hydra override for every run
 (e.g. ``runner.max_concurrent_problems=8``, ``results_root=/data/results``).
 
 The rows and the size protocols live in ``scripts/experiments/table1.yaml``. Runs go cheapest first (the
@@ -16,7 +17,9 @@ protocol's ``run_order``), and a protocol may run a smaller one first (``first_p
 within minutes; the same run folder then grows (a larger ``limit`` resumes). After each run the tables
 (``results/table1/table1.{md,tex,csv}``) are re-rendered and the Markdown is printed, so Ctrl-C at any time
 leaves an up-to-date table and the same command resumes. Runs already on disk are reused: a complete run is
-skipped without starting a backbone. All runs share one process, so the embedded server starts once.
+skipped without starting a backbone, and only when its folder's identity is this configuration's. All runs share
+one process, so the embedded server starts once; independent runs go side by side (``concurrent_runs``,
+scripts/concurrent_runs.py) so the server's parallel slots stay busy, each still one folder, one lock, one ledger.
 
 Each run's calls are checked for answers cut at ``max_tokens``: the share of calls whose ``finish_reason`` is
 ``stop`` (``calls.jsonl``) is printed per run, recorded in ``runtime-<backbone>.json`` and warned about below 90%.
@@ -30,11 +33,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agentic_repro.scripts.runs import (Planned, benchmark_overrides, compose, csv_list, eprint, execute, load_experiment,
-                          logger_override, method_config, parse_args, plan, require_backbone_key)
+from agentic_repro.scripts.concurrent_runs import execute_concurrently
+from agentic_repro.scripts.runs import (Planned, benchmark_overrides, compose, csv_list, eprint, load_experiment,
+                                        logger_override, method_config, parse_args, plan, require_backbone_key)
 
 OPTIONS = {"backbone": "local", "protocol": None, "size": None, "methods": None, "benchmarks": None, "seeds": None,
-           "limit": None, "dry_run": "false", "logger": "none"}
+           "limit": None, "dry_run": "false", "logger": "none", "concurrent_runs": None}
 STOP_TARGET = 0.90   # share of calls that must end with finish_reason=stop (answers not cut at max_tokens)
 
 
@@ -193,6 +197,22 @@ def estimate_s(items: list[Planned], results_root: Path, experiment: str,
     return out
 
 
+def concurrent_runs(opts: dict[str, Any], proto: dict[str, Any], user_overrides: list[str]) -> int:
+    """Runs in flight at once: the option, else the protocol's ``concurrent_runs`` (default 1); ``auto`` is the
+    backbone's ``max_concurrency`` (the requests it takes at once: one per embedded server slot)."""
+    value = opts.get("concurrent_runs") or proto.get("concurrent_runs") or 1
+    if str(value) == "auto":
+        return max(1, int(compose([f"backbone={opts['backbone']}", *user_overrides])["backbone"]
+                          .get("max_concurrency") or 1))
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise SystemExit(f"concurrent_runs={value!r}: give a number >= 1 or auto")
+    return n
+
+
 def main(argv: list[str] | None = None) -> int:
     opts, user_overrides = parse_args(list(sys.argv[1:] if argv is None else argv), OPTIONS)
     exp = load_experiment("table1")
@@ -200,13 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     if not dry:
         require_backbone_key(opts["backbone"])
     items, info = build_plan(exp, opts, user_overrides)
-    base = logger_override(opts.get("logger"))
+    side_by_side = concurrent_runs(opts, info["protocol_settings"], user_overrides)
+    # side by side, the runs' progress bars would overwrite each other: the line per finished run shows progress
+    base = [*logger_override(opts.get("logger")), *(["runner.progress=false"] if side_by_side > 1 else [])]
     plan(items, base)
     results_root = Path(items[0].spec.results_root) if items and items[0].spec else \
         Path(compose(user_overrides).get("results_root", "results"))
 
     eprint(f"Table 1 on backbone={info['backbone']} (size protocol={info['protocol']}): "
-           f"{len(items)} runs planned; not implemented: {', '.join(l for l, _ in info['not_implemented']) or 'none'}")
+           f"{len(items)} runs planned, {side_by_side} side by side; not implemented: {', '.join(l for l, _ in info['not_implemented']) or 'none'}")
     est = estimate_s(items, results_root, exp["experiment"], exp.get("timing"))
     if est["estimated"]:
         eprint(f"estimate for {est['estimated']} of the {est['to_do']} runs to do, from same-cell runs on disk: "
@@ -223,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         {"backbone": info["backbone"], "protocol": info["protocol"], "settings": info["protocol_settings"],
          "user_overrides": user_overrides, "methods": csv_list(opts.get("methods")),
          "benchmarks": csv_list(opts.get("benchmarks")), "seeds": csv_list(opts.get("seeds")),
-         "limit": opts.get("limit")}, indent=2), encoding="utf-8")
+         "limit": opts.get("limit"), "concurrent_runs": side_by_side}, indent=2), encoding="utf-8")
     wb = None
     if opts.get("logger") not in (None, "", "none"):
         from agentic_repro.harness.logging_wandb import WandbLogger
@@ -261,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         ok = sum(r.get("stop_calls") or 0 for r in runs)
         known = sum(r.get("finish_reason_calls") or 0 for r in runs)
         rt_path.write_text(json.dumps(
-            {"backbone": info["backbone"], "protocol": info["protocol"],
+            {"backbone": info["backbone"], "protocol": info["protocol"], "concurrent_runs": side_by_side,
              "wall_s_this_invocation": round(time.time() - t0, 1),
              "wall_s_all_runs": round(sum(float(r.get("wall_s") or 0) for r in runs), 1),
              "stop_pct_all_runs": round(100 * ok / known, 1) if known else None,
@@ -292,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(it.state == "done" for it in items):
         render(show=True)             # resuming: show what is already there before the first new run
     try:
-        execute(items, log=eprint, on_done=on_done)
+        execute_concurrently(items, concurrency=side_by_side, log=eprint, on_done=on_done)
     except KeyboardInterrupt:
         render(show=True)
         raise
