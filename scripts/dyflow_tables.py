@@ -130,6 +130,13 @@ class JudgedRun(SeedRun):
         return _judge_scores(self) or {}
 
 
+def unparsed_verdicts(a: Agg) -> tuple[int, int]:
+    """(answers the judge gave no verdict on, answers) over a cell read through its judge; (0, 0) otherwise."""
+    preds = [p for r in a.runs if isinstance(r, JudgedRun) for p in r.predictions() if p.get("status", "ok") != "error"]
+    return sum(1 for p in preds if (p.get("judge") if isinstance(p.get("judge"), dict) else {}).get("score") is None), \
+        len(preds)
+
+
 def judged(a: Agg) -> Agg | None:
     """The cell read through the judge, or None when no run of it was judged."""
     if not a.runs or not any(isinstance(p.get("judge"), dict) for r in a.runs for p in r.predictions()):
@@ -424,11 +431,16 @@ def score_cell(ren: ScoreRendering, row: dict[str, Any], b: str, a: Agg, reason:
         return "—"
     ci = a.ci()
     rewrite = code_rewrite_note(a, b, ren.labels) if _is_dyflow(row.get("method")) else None
-    ren.records.append({**rec, "status": "ok" if a.mean is not None else "incomplete", "mean": a.mean,
+    unparsed, answered = unparsed_verdicts(a)
+    # a judge-read cell with an answer the judge gave no verdict on has no number: say so, never the "—" of not run
+    text = f"judge: no verdict on {unparsed}/{answered} answers (not averaged)" if unparsed and a.mean is None \
+        else cell_text(a)
+    status = "judge_unparsed" if unparsed and a.mean is None else "ok" if a.mean is not None else "incomplete"
+    ren.records.append({**rec, "status": status, "mean": a.mean,
                         "ci_low": ci.low if ci else None, "ci_high": ci.high if ci else None,
                         "n_problems": a.n_problems, "n_seeds": len(a.seeds), "n_errors": a.n_errors,
                         "sources": ";".join(a.sources(ren.root))})
-    return Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline",
+    return Cell(text, bold=mark == "bold", underline=mark == "underline",
                 sup=ren.feet.marks([rewrite]) if rewrite else "")
 
 

@@ -386,6 +386,28 @@ def test_judge_scored_cells_show_the_judge_with_the_rule_based_score_beside(tmp_
     assert any("rule-based score in the CSV (rule_mean)" in n for n in t3.notes)
 
 
+def test_a_judge_cell_with_an_unparsed_verdict_says_so_not_the_dash_of_not_run(tmp_path: Path):
+    """Issue 29 item 8: one answer the judge gave no verdict on left the cell without a number, printed "—", exactly
+    as a cell that was not run."""
+    import yaml
+
+    root = tmp_path / "results"
+    d = fake_run(root, "dyflow_table1", "math_l5", "cot", [1.0, 0.0, 0.0, 0.0])
+    preds = [json.loads(x) for x in (d / "predictions.jsonl").read_text().splitlines()]
+    for p, verdict in zip(preds, (1.0, None, 1.0, 0.0)):                      # the second reply had no [[verdict]]
+        p["judge"] = {"score": verdict, "verdict": "unparsed" if verdict is None else "true" if verdict else "false"}
+    (d / "predictions.jsonl").write_text("".join(json.dumps(p) + "\n" for p in preds))
+    (d / "config.yaml").write_text(yaml.safe_dump({
+        "benchmark": {"name": "math_l5", "split": "test", "limit": 4, "judge": {"enabled": True}},
+        "method": {"name": "cot"}, "backbone": {"name": "local"}, "roles": {"judge": {"name": "local"}}, "seed": 42}))
+    t = dt.write_all(root, ["table1"], ["local"], tmp_path / "out")["tables"]["table1"][0]
+    i = next(k for k, r in enumerate(t.rows) if txt(r[0]) == "CoT")
+    assert txt(t.rows[i][3]) == "judge: no verdict on 1/4 answers (not averaged)"
+    assert txt(t.rows[i][4]) == "—"                                            # LiveBench: not run, still "—"
+    recs = list(__import__("csv").DictReader((tmp_path / "out" / "table1.csv").open()))
+    assert next(r for r in recs if r["row"] == "CoT" and r["benchmark"] == "math_l5")["status"] == "judge_unparsed"
+
+
 def test_best_and_second_marks_need_a_significant_paired_test(tmp_path: Path):
     """Issue 21: a column of n = 2 cells (100% against 0%: exact McNemar p = 0.5) gets no bold winner; a clearly
     separated pair at n = 20 (CoT right on all, Vanilla on 4: p = 2/2^16) is bold, and the legend names the test."""
