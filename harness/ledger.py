@@ -60,6 +60,7 @@ class CallRecord:
     price_note: str | None = None       # why a line is priced otherwise than by its served snapshot
     retried_billed_usd: float = 0.0     # part of cost_usd: answered replies retried (null content...), billed too
     dropped_params: list[str] | None = None  # sampling parameters the model's API family does not take (not sent)
+    usage_details: dict[str, int] | None = None  # other non-zero usage classes (audio, predicted outputs, 1 h writes)
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)  # flat fields: a shallow copy is the record (asdict's deep copy cost ~20 us)

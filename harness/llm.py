@@ -347,7 +347,8 @@ class _Call:
             cached_tokens=usage.cached_tokens, cache_write_tokens=usage.cache_write_tokens + usage.cache_write_1h_tokens,
             reasoning_tokens=usage.reasoning_tokens, served_model=comp.served_model,
             system_fingerprint=comp.system_fingerprint, service_tier=bill.tier, priced_as=bill.priced_as,
-            price_note=bill.note, retried_billed_usd=retried, dropped_params=dropped))
+            price_note=bill.note, retried_billed_usd=retried, dropped_params=dropped,
+            usage_details={k: v for k, v in usage.to_dict().items() if k in OTHER_USAGE} or None))
         return bill.usd + retried
 
     def failure(self, latency: float, idx: int, params: dict[str, Any], error: str, kind: str, attempts: int,
@@ -365,6 +366,11 @@ class _Call:
             cost_list_usd=0.0, retried_billed_usd=retried,
             price_note="no usage: the provider's charge for this reply is unknown" if kind == "no_usage" else None))
         return retried
+
+
+#: usage classes a ledger line keeps beside its named fields (harness.pricing.Usage)
+OTHER_USAGE = ("audio_prompt_tokens", "audio_completion_tokens", "accepted_prediction_tokens",
+               "rejected_prediction_tokens", "cache_write_1h_tokens")
 
 
 class LineBill:

@@ -227,6 +227,25 @@ def test_bill_prices_every_token_class():
         mini.bill(Usage(10, 10, audio_prompt_tokens=5))
 
 
+def test_an_unpriced_token_class_is_on_the_line_and_noted(tmp_path):
+    """Audio tokens (no rate in the table) are kept on the line (usage_details) and the line says it is not priced
+    as the provider would."""
+    def audio_usage(messages, body):
+        return "ANSWER: 4"
+
+    class AudioBilling(OpenAIBilling):
+        def usage(self, body, texts):
+            snap, usage = super().usage(body, texts)
+            usage["prompt_tokens_details"]["audio_tokens"] = 3
+            return snap, usage
+
+    with FaultServer(billing=AudioBilling(), answer=audio_usage) as srv:
+        client, records = _client(srv.url, tmp_path)
+        _ask(client, records)
+    [rec] = records
+    assert rec.usage_details == {"audio_prompt_tokens": 3} and "audio" in rec.price_note
+
+
 def test_usage_from_openai_refuses_missing_or_partial_usage():
     from agentic_repro.harness.pricing import MissingUsage
 
