@@ -40,7 +40,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentic_repro.bench._common import ROOT, free_port
+from _common import ROOT, free_port  # the script's own folder (bench/ is not part of the package)
 
 WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "an", "were", "which", "are", "this", "be", "has", "had", "it", "apple", "number", "train", "station", "seven", "eleven", "twice", "half", "total", "remaining", "each", "bought", "sold", "price", "cost"]
 
