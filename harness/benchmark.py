@@ -163,8 +163,10 @@ class Benchmark:
 
 
 def build_benchmark(cfg: dict[str, Any]) -> Benchmark:
-    """Instantiate the class named by ``cfg['kind']`` (``module.Class``)."""
-    module_name, _, cls_name = cfg["kind"].rpartition(".")
+    """Instantiate the class named by ``cfg['kind']``: ``module:Class`` like every other config path (a method's
+    ``solver``), or the older ``module.Class`` the shipped configs still spell."""
+    kind = cfg["kind"]
+    module_name, _, cls_name = kind.partition(":") if ":" in kind else kind.rpartition(".")
     try:
         cls = getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as exc:
