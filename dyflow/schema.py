@@ -1,4 +1,4 @@
-"""DyFlow's stage subgraph G_t and the trace layout every DyFlow run writes (interface 1).
+"""DyFlow's stage subgraph G_t and the trace layout every DyFlow run writes.
 
 Why a schema: the designer's output is the object the method executes *and* the target the designer
 is trained on (``dyflow/train/`` builds (z_t, G_t) examples from the trace fields below). One pydantic
@@ -276,7 +276,7 @@ class StageGraph(BaseModel):
         return any(op.terminal for op in self.operators)
 
 
-# ---- the trace (interface 1) -------------------------------------------------------------------
+# ---- the trace -------------------------------------------------------------------
 class Attempt(BaseModel):
     """One designer call for a stage: its reply and what validation made of it."""
 

@@ -22,7 +22,7 @@ shows, keyed by task id (never by function name: 8 MBPP names repeat across prob
   arguments or expected value the prompt does not show (AFlow added some, e.g. ``tri(4)``). Each drop (both benchmarks) is recorded with its reason in
   ``Problem.fields["public_tests_dropped"]`` and in every score's details. ``check`` stays hidden.
 
-``hidden_fields`` (interface 7) withholds the scored tests from the method's view of a problem.
+``hidden_fields`` withholds the scored tests from the method's view of a problem.
 
 A *model maker's protocol* (``configs/benchmark/humaneval_evalplus.yaml``: Qwen2.5-Coder's EvalPlus
 chat evaluation, docs/reference-scores.md) changes three things, each a named option whose default is

@@ -1,4 +1,4 @@
-"""LLM-judge scoring beside the deterministic scorer (interface 4; DyFlow scores MATH, LiveBench, SocialMaze this way).
+"""LLM-judge scoring beside the deterministic scorer (DyFlow scores MATH, LiveBench, SocialMaze this way).
 
 A benchmark config opts in with ``judge: {enabled: true, prompt: "...{question}...{ground_truth}...{solution}...",
 max_tokens, temperature}``; the judge runs only when the run configures the ``judge`` role

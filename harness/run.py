@@ -87,7 +87,7 @@ def run_from_config(container: dict) -> dict:
             "stderr_pct": round(100 * metrics["stderr"], 2), "cost_usd": round(metrics["totals"]["cost_usd"], 6),
             "calls": metrics["totals"]["calls"], "backbone_calls": metrics["this_invocation"]["backbone_calls"],
             "n_errors": metrics.get("n_errors", 0), "complete": metrics.get("complete")}
-    for key in ("judge_score", "judge_agreement", "pass_at_k"):  # bench2: judge / samples_per_task runs
+    for key in ("judge_score", "judge_agreement", "pass_at_k"):  # judge / samples_per_task runs
         if key in metrics:
             line[key] = metrics[key]
     print(json.dumps(line))

@@ -70,11 +70,11 @@ class RunSpec:
     @property
     def out_dir(self) -> Path:
         return (self.results_root / self.experiment / self.benchmark_cfg["name"] / self.method_cfg["name"]
-                / backbone_dir(self.backbone_cfg) / f"seed={self.seed}")  # core-B: the folder names the model
+                / backbone_dir(self.backbone_cfg) / f"seed={self.seed}")  # the folder names the model
 
 
 def spec_from_config(cfg: dict[str, Any]) -> RunSpec:
-    validate_run_config(cfg)  # core-B: every option checked (key, bad value, what is allowed) before any work
+    validate_run_config(cfg)  # every option checked (key, bad value, what is allowed) before any work
     bench = dict(cfg["benchmark"])
     for key in ("limit", "sample"):
         if cfg.get(key) is not None:
@@ -114,7 +114,7 @@ class Runner:
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
-        # bench2: the benchmark's LLM judge (harness/judge.py) runs when the judge role is configured
+        # the benchmark's LLM judge (harness/judge.py) runs when the judge role is configured
         self._judge = JudgeSpec.from_config(spec.benchmark_cfg.get("judge"))
         if self._judge is not None and not judge_role_configured(spec.roles_cfg):
             if self._judge.headline:
@@ -154,7 +154,7 @@ class Runner:
             await self._solve(problems, tasks, finished, ctx, writer)
         except BudgetStop as exc:  # runner.budgets.max_usd: stopped at a call boundary, finished problems kept
             self._budget_stop = str(exc)
-        except RunAborted as exc:  # core-B: every call failed; stop instead of failing each problem slowly
+        except RunAborted as exc:  # every call failed; stop instead of failing each problem slowly
             self._aborted = str(exc)
         finally:
             if self.progress is not None:
@@ -199,7 +199,7 @@ class Runner:
         invocation selects: what the folder's numbers must cover, harness.results.selection) and config.yaml:
         (meta, start time)."""
         spec = self.spec
-        try:  # core-B: a results folder belongs to one configuration (harness.identity)
+        try:  # a results folder belongs to one configuration (harness.identity)
             check_run_identity(self.paths, spec.full_config, {n: backbone_identity(b) for n, b in backbones.items()},
                                restart=bool(spec.full_config.get("restart", False)), data=data_info.to_dict())
         except BaseException:
@@ -364,7 +364,7 @@ class Runner:
         if sample is not None:  # an independent sample: its own run seed (request seeds, ctx.rng, env seed)
             ctx = dataclasses.replace(ctx, seed=sample[2])
         view = self._views[problem.id]
-        pctx = ctx.for_problem(view, writer.call_log(attempt))  # core-B: each call hits calls.jsonl as it returns
+        pctx = ctx.for_problem(view, writer.call_log(attempt))  # each call hits calls.jsonl as it returns
         host = None
         if self._engines is not None:
             host = EnvHost(problem, engines=self._engines, custom=self.benchmark.engine(problem),
@@ -450,7 +450,7 @@ class Runner:
 
     async def _judge_or_error(self, ctx: RunContext, pctx: ProblemContext, problem: Problem, solution: Solution,
                               value: float) -> tuple[dict[str, Any] | None, float, str, str | None]:
-        """bench2: the LLM judge beside the deterministic score: (its record, the score — the judge's when it is
+        """the LLM judge beside the deterministic score: (its record, the score — the judge's when it is
         the headline —, status, error). Its failure is the problem's error, never a 0."""
         judged = None
         try:
@@ -518,7 +518,7 @@ class Runner:
 
     def _finish(self, writer: ResultWriter, tasks: list[tuple[str, Problem, int | None, int]], meta: dict[str, Any],
                 started: float, backbone_calls: int) -> dict[str, Any]:
-        """Metrics from the run's files (core-B: harness.results). A write error here never masks an
+        """Metrics from the run's files (harness.results). A write error here never masks an
         exception already propagating (the first failure is the one reported)."""
         pending = pending_exception()
         writer.close()

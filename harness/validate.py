@@ -91,7 +91,7 @@ def _check_top_level(cfg: dict[str, Any]) -> None:
         _fail("seed", seed, "a non-negative integer (the papers use 42, 123, 456)")
     _positive_int_or_null(cfg, "limit", "the first N problems")
     _positive_int_or_null(cfg, "sample", "a seeded random subset of N problems")
-    spt = cfg.get("samples_per_task", 1)  # bench2: k samples per problem -> pass@1..k
+    spt = cfg.get("samples_per_task", 1)  # k samples per problem -> pass@1..k
     if not (_is_int(spt) and spt >= 1):
         _fail("samples_per_task", spt, "a positive integer (independent samples per problem; 1 = one answer each)")
     exp = cfg.get("experiment", "default")

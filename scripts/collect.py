@@ -77,7 +77,7 @@ class SeedRun:
                 if p.exists() else {}
         return self._config
 
-    # ---- completeness (interface 6: n, n_errors, selected, complete) ---------------------------------
+    # ---- completeness (n, n_errors, selected, complete) ---------------------------------
     @property
     def n_errors(self) -> int:
         """Selected problems whose latest record is an error."""
@@ -121,7 +121,7 @@ class SeedRun:
         return read_jsonl_tolerant(self.dir / "calls.jsonl")
 
     def by_role(self) -> dict[str, dict[str, float]]:
-        """Per-role totals: ``metrics.json`` ``by_role`` (interface 6), else summed from ``calls.jsonl``."""
+        """Per-role totals: ``metrics.json`` ``by_role``, else summed from ``calls.jsonl``."""
         if isinstance(self.metrics.get("by_role"), dict) and self.metrics["by_role"]:
             return {str(k): {kk: float(vv or 0) for kk, vv in v.items() if isinstance(vv, (int, float))}
                     for k, v in self.metrics["by_role"].items()}
@@ -251,7 +251,7 @@ class Agg:
             if r.unread:
                 return f"{r.dir}: {r.unread}"
             fe = r.metrics.get("first_error")
-            if isinstance(fe, dict) and fe.get("error"):       # interface 6: {"id", "error", "kind"}
+            if isinstance(fe, dict) and fe.get("error"):       # {"id", "error", "kind"}
                 return f"{fe['error']} (problem {fe.get('id')})"
             if fe:
                 return str(fe)
@@ -261,7 +261,7 @@ class Agg:
         return None
 
     def deviations(self) -> list[str] | None:
-        """The method's ``deviations`` (interface 9) as recorded in the runs' ``config.yaml``; None when no run
+        """The method's ``deviations`` as recorded in the runs' ``config.yaml``; None when no run
         recorded the key (runs made before it existed: the caller falls back to the method's yaml)."""
         out: list[str] = []
         seen = False

@@ -47,7 +47,7 @@ MANIFEST: dict[str, tuple[str, str, str, str, str]] = {
                                   "patdfb/TPC-EES", "30c8c572bfcd0fc5fa537210710d7fde134e4868",
                                   "mbpp/sanitized-mbpp.json", "json-array"),
 }
-# second batch (bench2: DyFlow / DynaGraph / AUQ benchmarks), provenance in ../shared/datasets/README.md
+# second batch (DyFlow / DynaGraph / AUQ benchmarks), provenance in ../shared/datasets/README.md
 MANIFEST.update({
     "pubmedqa/pqa_labeled.jsonl": ("ec22fbeefab3eeeb925c457129d8ba2324b1bbc27a1ca2ac92a402e49b73531e",
                                    "pubmedqa/pubmedqa", "1cbae8e92f72f20c8d3747cbb3bf5bc53554d997",

@@ -176,7 +176,7 @@ def test_full_loop_roles_memory_trace(tmp_path, tiny_data):
     assert set(tr["memory"]) == {"act_1", "act_2", "act_3"}
     assert tr["operators_used"] == ["GENERATE_ANSWER", "REVIEW_SOLUTION", "ORGANIZE_SOLUTION"]
     s0, s1 = tr["stages"]
-    # interface 1: the fields dyflow-train reads
+    # the fields dyflow-train reads
     for rec in (s0, s1):
         assert {"summary", "designer_messages", "designer_output", "stage", "outputs"} <= set(rec)
         assert stage_from_trace(rec) is not None

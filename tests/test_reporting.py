@@ -129,7 +129,7 @@ def _fake_metrics(root: Path, bench: str, method: str, seed: int, score: float, 
     metrics = {"score_pct": score, "n": answered, "n_errors": n_errors, "selected": n,
                "complete": complete and not n_errors,
                "per_problem": {"calls": 1, "tokens": 100, "cost_usd": 0.0}, "totals": {"calls": 10}}
-    if old_format:   # before interface 6: n counted errored problems, no n_errors key
+    if old_format:   # before n_errors was recorded: n counted errored problems, no n_errors key
         metrics["n"] = n
         del metrics["n_errors"]
     (d / "metrics.json").write_text(json.dumps(metrics))

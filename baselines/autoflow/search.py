@@ -1,4 +1,4 @@
-"""Workflow search on a benchmark's validate split → a frozen artifact (interface 3).
+"""Workflow search on a benchmark's validate split → a frozen artifact.
 
 ``python -m agentic_repro.baselines.autoflow.search method=aflow benchmark=gsm8k backbone=local [backbone@roles.optimizer=...]``
 

@@ -3,7 +3,7 @@
 
 Each answered problem of a DyFlow run holds, per stage, ``{"summary": z_t, "designer_messages": [...],
 "designer_output": raw text, "stage": G_t (StageGraph JSON), "outputs": {...}}`` under ``trace["stages"]``
-(interface 1 of the coordination doc). Every stage becomes one example (prompt -> G_t), labelled *preferred*
+Every stage becomes one example (prompt -> G_t), labelled *preferred*
 when the trajectory's final answer is correct and *discarded* otherwise (trajectory-level supervision, paper
 §3.3 "Preference Optimization Strategy"). SFT keeps the preferred stages; KTO keeps both at a 1:1 ratio (D.2).
 
