@@ -162,9 +162,23 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
     and the stage goes on, ORGANIZE_SOLUTION ends the stage wherever it stands). ``strict`` adds the
     released prompt's Design Rules as checks (known types, existing keys, no duplicate outputs, no cycle,
     ORGANIZE_SOLUTION alone, original_problem on the first stage)."""
-    errors: list[str] = []
     fixes = fixes if fixes is not None else []
     release = rules.validation == "release"
+    available = set(rules.memory_keys) | {ORIGINAL_PROBLEM}
+    errors = _known_templates(stage, rules, release, fixes) + _output_keys(stage, release)
+    if rules.key_repair == "drop":
+        _drop_unknown_inputs(stage, available, fixes)
+    errors += [e for op in stage.operators for e in _operator_keys(stage, op, available, release)]
+    if release:
+        if rules.require_terminal and not any(op.template in TERMINAL_TEMPLATES for op in stage.operators):
+            errors.append("the stage must end with ORGANIZE_SOLUTION")   # single-stage mode (ours)
+        return errors
+    return errors + _design_rules(stage, rules)
+
+
+def _known_templates(stage: StageGraph, rules: StageRules, release: bool, fixes: list[str]) -> list[str]:
+    """An unknown instruction_type: run as DEFAULT (the release's fallback, noted in ``fixes``) or an error."""
+    errors = []
     for op in stage.operators:
         if op.template not in TEMPLATES:
             if release or rules.unknown_template == "default":
@@ -173,43 +187,65 @@ def check_stage(stage: StageGraph, rules: StageRules, fixes: list[str] | None = 
             else:
                 errors.append(f"{op.operator_id}: unknown instruction_type {op.template!r}; use one of "
                               f"{', '.join(TEMPLATES)}")
+    return errors
+
+
+def _output_keys(stage: StageGraph, release: bool) -> list[str]:
+    """Duplicate output keys (strict only) and the reserved ``original_problem`` as an output key."""
+    errors = []
     outs = [op.output_key for op in stage.operators if op.output_key]
     dup = sorted({k for k in outs if outs.count(k) > 1})
     if dup and not release:
         errors.append(f"output_key(s) {dup} are used by more than one operator of this stage")
     if ORIGINAL_PROBLEM in outs:
         errors.append(f"'{ORIGINAL_PROBLEM}' is reserved for the problem and cannot be an output_key")
-    available = set(rules.memory_keys) | {ORIGINAL_PROBLEM}
-    if rules.key_repair == "drop":
-        for op in stage.operators:
-            own = {o.output_key for o in stage.operators if o is not op and o.output_key}
-            gone = [k for k in op.input_keys if k not in available and k not in own]
-            if gone:
-                op.input_keys = [k for k in op.input_keys if k not in gone]
-                if not op.input_keys and op.template not in ("TERMINATE",):
-                    op.input_keys = [ORIGINAL_PROBLEM]
-                fixes.append(f"{op.operator_id}: dropped unknown input_keys {gone}")
+    return errors
+
+
+def _own_keys(stage: StageGraph, op: Any) -> set[str]:
+    """The output keys of the stage's other operators."""
+    return {o.output_key for o in stage.operators if o is not op and o.output_key}
+
+
+def _drop_unknown_inputs(stage: StageGraph, available: set[str], fixes: list[str]) -> None:
+    """``key_repair=drop``: unknown input keys are dropped (noted in ``fixes``); an LLM operator left without
+    inputs gets ``original_problem``."""
     for op in stage.operators:
-        own = {o.output_key for o in stage.operators if o is not op and o.output_key}
-        missing = [k for k in op.input_keys if k not in available and k not in own]
-        if missing and not release:
-            errors.append(f"{op.operator_id}: input_keys {missing} do not exist; available keys: "
-                          f"{', '.join(sorted(available))}" + (f" and this stage's {', '.join(sorted(own))}"
-                                                                  if own else ""))
-        if op.template == "TEST_CODE" and not op.input_keys and not release:
-            errors.append(f"{op.operator_id}: TEST_CODE needs the key of the solution to test in input_keys")
-        if op.template == "TERMINATE":
-            key = op.answer_key
-            if key is None:
-                errors.append(f"{op.operator_id}: TERMINATE needs params.final_answer_key, the key of the answer")
-            elif key == ORIGINAL_PROBLEM or (key not in available and key not in own):
-                errors.append(f"{op.operator_id}: final_answer_key {key!r} does not exist; available keys: "
-                              f"{', '.join(sorted(available - {ORIGINAL_PROBLEM}))}"
-                              + (f" and this stage's {', '.join(sorted(own))}" if own else ""))
-    if release:
-        if rules.require_terminal and not any(op.template in TERMINAL_TEMPLATES for op in stage.operators):
-            errors.append("the stage must end with ORGANIZE_SOLUTION")   # single-stage mode (ours)
-        return errors
+        own = _own_keys(stage, op)
+        gone = [k for k in op.input_keys if k not in available and k not in own]
+        if gone:
+            op.input_keys = [k for k in op.input_keys if k not in gone]
+            if not op.input_keys and op.template not in ("TERMINATE",):
+                op.input_keys = [ORIGINAL_PROBLEM]
+            fixes.append(f"{op.operator_id}: dropped unknown input_keys {gone}")
+
+
+def _operator_keys(stage: StageGraph, op: Any, available: set[str], release: bool) -> list[str]:
+    """One operator's keys: inputs that exist (strict), TEST_CODE's solution key (strict), TERMINATE's answer key."""
+    errors = []
+    own = _own_keys(stage, op)
+    missing = [k for k in op.input_keys if k not in available and k not in own]
+    if missing and not release:
+        errors.append(f"{op.operator_id}: input_keys {missing} do not exist; available keys: "
+                      f"{', '.join(sorted(available))}" + (f" and this stage's {', '.join(sorted(own))}"
+                                                              if own else ""))
+    if op.template == "TEST_CODE" and not op.input_keys and not release:
+        errors.append(f"{op.operator_id}: TEST_CODE needs the key of the solution to test in input_keys")
+    if op.template == "TERMINATE":
+        key = op.answer_key
+        if key is None:
+            errors.append(f"{op.operator_id}: TERMINATE needs params.final_answer_key, the key of the answer")
+        elif key == ORIGINAL_PROBLEM or (key not in available and key not in own):
+            errors.append(f"{op.operator_id}: final_answer_key {key!r} does not exist; available keys: "
+                          f"{', '.join(sorted(available - {ORIGINAL_PROBLEM}))}"
+                          + (f" and this stage's {', '.join(sorted(own))}" if own else ""))
+    return errors
+
+
+def _design_rules(stage: StageGraph, rules: StageRules) -> list[str]:
+    """``validation=strict``: the released prompt's Design Rules (no cycle, ORGANIZE_SOLUTION alone and last,
+    original_problem on the first stage)."""
+    errors = []
     try:
         stage.topological_order()
     except ValueError as exc:
