@@ -132,6 +132,7 @@ def build(results_root: Path, backbone: str, exp: dict[str, Any],
     table.notes = ["rel. = variant / full (score, then cost per problem); cost is "
                    + (" / ".join(sorted({"usd": "$ per problem", "tokens": "tokens per problem (no price on this backbone)"}
                                         [u] for u in units)) or "$ per problem (tokens when the backbone has no price)")
+                   + " ($: the provider's bill, cost_usd; the papers' input + output formula is cost_list_usd)"
                    + ". Score: mean [95% interval over problems: Wilson for accuracy/pass@1, Student t for F1].",
                    *exp.get("reference_notes", [])]
     if bad_notes:

@@ -95,7 +95,9 @@ def table3(root: Path, exp_name: str, benches: list[str], backbone: str, methods
                              "sources": ";".join(s for a in aggs for s in a.sources(root))})
     t.notes = ["Benchmarks averaged: those each method has complete on disk. Retry %: share of problems that entered "
                "refinement (DenoiseFlow trace refinement.triggered; — for methods without it). "
-               "$ is 0 on local backbones (no price). FLOPs ≈ 2 × parameters × tokens (the ledger's estimate)."]
+               "$ is 0 on local backbones (no price); on an API it is the provider's bill (cost_usd: cached input at "
+               "its rate, reasoning as output; the papers' input + output formula is metrics.json's cost_list_usd). "
+               "FLOPs ≈ 2 × parameters × tokens (the ledger's estimate)."]
     roles_t.notes = ["Per role: metrics.json by_role (calls.jsonl role when absent), divided by answered problems. "
                      + ("" if roles_t.rows else "No run on disk uses more than one role yet.")]
     return t, recs, roles_t
