@@ -304,6 +304,7 @@ class Rendering:
     unisolated: list[str] = field(default_factory=list)   # cells whose runs executed untrusted code unisolated
     ci_methods: set[str] = field(default_factory=set)
     stop: list[int] = field(default_factory=lambda: [0, 0, 0])   # stop_fraction summed over the table's calls
+    cut: list[str] = field(default_factory=list)   # cells with more than CUT_SHARE of their calls cut at max_tokens
     any_inferred: bool = False
 
     def label(self, b: str) -> str:
@@ -352,6 +353,9 @@ def bench_cell(ren: Rendering, r: dict[str, Any], b: str, base: dict[str, Any], 
         ren.unisolated.append(where)
     stop = stop_fraction([c for run in a.runs for c in run.calls()])
     ren.stop = [x + y for x, y in zip(ren.stop, stop)]
+    cut = CUT_MARK if stop[1] and stop[1] - stop[0] > CUT_SHARE * stop[1] else ""   # issue 33: shown in the cell
+    if cut:
+        ren.cut.append(f"{where}: {stop[1] - stop[0]} of {stop[1]} calls cut")
     rec = {**base, "n_seeds": len(a.seeds), "seeds": " ".join(map(str, a.seeds)),
            "n_problems": a.n_problems, "answered": a.answered, "selected": a.selected,
            "n_errors": a.n_errors, "complete": a.complete,
@@ -364,9 +368,9 @@ def bench_cell(ren: Rendering, r: dict[str, Any], b: str, base: dict[str, Any], 
                             "errors, unanswered problems or stale metrics: not averaged"})
         ren.incomplete.append(f"{where}: {a.incomplete_text()}" + (f" (first error: {err[:160]})" if err else "")
                               + f" — {'; '.join(a.sources(ren.root))}")
-        return Cell(cell_text(a))
+        return Cell(cell_text(a) + cut)
     ren.records.append(complete_record(a, rec, ren))
-    return Cell(cell_text(a), bold=mark == "bold", underline=mark == "underline")
+    return Cell(cell_text(a) + cut, bold=mark == "bold", underline=mark == "underline")
 
 
 def avg_cell(ren: Rendering, r: dict[str, Any], benches: list[str], foot_csv: str) -> str:
@@ -408,6 +412,16 @@ def scores_note(ci_methods: set[str]) -> str:
                 for m in sorted(ci_methods, key=lambda m: m != "wilson"))
             + (" (scripts/stats.py)." if ci_methods else "scripts/stats.py.")
             + " Avg (no interval) only when all six benchmarks are complete.")
+
+
+CUT_SHARE, CUT_MARK = 0.05, " ✂"   # a cell with more than 5% of its calls cut at max_tokens is marked
+
+
+def cut_note(cut: list[str]) -> str:
+    return (f"{CUT_MARK.strip()} = more than {100 * CUT_SHARE:.0f}% of the cell's calls ended at max_tokens "
+            "(finish_reason=length, calls.jsonl): some answers were cut, so the score counts them as wrong where "
+            "the method may not have failed; raise that benchmark's max_tokens (scripts/experiments/table1.yaml) "
+            "and re-run with restart=true. " + "; ".join(cut) + ".")
 
 
 def stop_note(stop: list[int]) -> str | None:
@@ -509,7 +523,7 @@ def table_notes(ren: Rendering, exp: dict[str, Any], alpha: float, proto: dict[s
                      "unanswered problems, metrics that cover another selection (stale), or seeds that ran different "
                      "problems; it is not averaged. Re-run the target to resume or retry: "
                      + " | ".join(ren.incomplete))
-    notes.extend(n for n in (stop_note(ren.stop), *reference_notes(exp, ren.backbone, ren.any_inferred),
+    notes.extend(n for n in (stop_note(ren.stop), cut_note(ren.cut) if ren.cut else None, *reference_notes(exp, ren.backbone, ren.any_inferred),
                              size_note(exp, proto)) if n)
     if ren.feet.texts:
         notes.append("Deviations from the method's paper that can change its score (numbered marks on the row):")

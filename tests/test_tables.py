@@ -305,7 +305,7 @@ def test_stop_share_is_computed_from_calls_jsonl_and_warned_below_90_percent(tmp
     assert reproduce_table1.main(argv) == 0
     err = capsys.readouterr().err
     assert "answers: 100% of 3 calls ended with stop" in err
-    assert "answers: 0% of 3 calls ended with stop (WARNING: below 90%" in err
+    assert "answers: 0% of 3 calls ended with stop (WARNING: below 95%" in err
     assert "answers not cut at max_tokens: 50% of 6 calls ended with stop (WARNING" in err
     rt = json.loads((tmp_path / "results" / "table1" / "runtime-local.json").read_text())
     assert {r["run"]: r["stop_pct"] for r in rt["runs"]} == {"io/gsm8k/local/seed=42": 100.0,
