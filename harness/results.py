@@ -276,6 +276,10 @@ def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], p
                   started: float) -> dict[str, Any]:
     """What earlier interrupted invocations cost this one.
 
+    ``interrupted_problems``: the problems this invocation worked on that an earlier stop left with an unfinished
+    attempt (not the problems a run at another ``limit`` finished, whose records ``predictions`` may leave out,
+    nor one an earlier invocation resumed already).
+
     ``lost_in_flight``: requests sent before this invocation that never got a ledger line (in flight at a
     kill); ``rebought``: of this invocation's requests, those re-sending one sent before it (what the kill cost:
     the lost ones, and the rare reply whose ledger line was written but whose cache entry was not, since the
@@ -291,6 +295,7 @@ def resume_report(calls: list[dict[str, Any]], requests: list[dict[str, Any]], p
     interrupted_problems = {c.get("problem_id") for c in calls if c.get("attempt") in interrupted}
     interrupted_problems |= {r.get("problem_id") for r in requests
                              if r.get("time", 0) < started and r.get("key") in lost_keys}
+    interrupted_problems &= {c.get("problem_id") for c in calls if c.get("time", 0) >= started}
     now = [c for c in calls if c.get("time", 0) >= started and c.get("problem_id") in interrupted_problems]
     return {"interrupted_problems": len(interrupted_problems - {None}),
             "lost_in_flight": len(lost_keys),

@@ -68,6 +68,26 @@ def test_resume_skips_finished_and_replay_makes_no_backbone_call(tmp_path, tiny_
     assert again["score"] == metrics["score"]
 
 
+def test_a_smaller_limit_is_no_interruption_and_a_kill_counts_only_the_problems_resumed(tmp_path, tiny_data, capsys):
+    # before: a re-run at a smaller limit read the other problems' finished attempts as interrupted
+    # ("resumed: 4 problem(s) were interrupted") though nothing had stopped
+    method = {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}
+    run(make_spec(tmp_path, method), ScriptedBackbone(arithmetic))
+    smaller = run(make_spec(tmp_path, method, limit=4), ScriptedBackbone(arithmetic))
+    assert smaller["this_invocation"]["resumed"]["interrupted_problems"] == 0
+    assert "resumed:" not in capsys.readouterr().err
+    # a kill after p2's and p6's calls were logged, before their predictions were written
+    preds = make_spec(tmp_path, method).out_dir
+    rows = [r for r in read_jsonl_tolerant(preds / "predictions.jsonl") if r["id"] not in ("p2", "p6")]
+    (preds / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    bb = ScriptedBackbone(arithmetic)
+    first = run(make_spec(tmp_path, method, limit=4), bb)["this_invocation"]["resumed"]
+    assert bb.requests == [] and first["interrupted_problems"] == 1 and first["replayed_from_cache"] == 1  # p2 only
+    assert "resumed: 1 problem(s) were interrupted" in capsys.readouterr().err
+    rest = run(make_spec(tmp_path, method), ScriptedBackbone(arithmetic))["this_invocation"]["resumed"]
+    assert rest["interrupted_problems"] == 1 and rest["replayed_from_cache"] == 1  # p6, resumed now
+
+
 def test_cache_replays_a_finished_run_into_a_new_folder(tmp_path, tiny_data):
     method = {"name": "m", "solver": "tests.fake_methods:ask_many", "params": {"n": 3}}
     run(make_spec(tmp_path, method), ScriptedBackbone(arithmetic))
