@@ -448,7 +448,7 @@ def test_runners_persist_and_a_test_cannot_change_the_next_runs_state(monkeypatc
              " os.getcwd())\n")
     meddle = ("import os, random, sys\n"
               "random.seed(12345)\nsys.path.append('/nowhere')\nsys.setrecursionlimit(77)\n"
-              "os.environ['LEAK'] = 'yes'\nos.chdir('/')\n")
+              "os.environ['LEAK'] = 'yes'\nos.chdir('/tmp')\n")
 
     def run(test: str) -> ExecResult:
         return run_program(Program("", prelude="", solution="def f():\n    return 1\n",
@@ -459,7 +459,7 @@ def test_runners_persist_and_a_test_cannot_change_the_next_runs_state(monkeypatc
     for _ in range(5):  # sequential runs: one runner serves them all
         assert run(meddle).passed
         res = run(probe + "assert STATE[1][-1] != '/nowhere' and STATE[2] != 77 and STATE[3] is None\n"
-                          "assert STATE[4] != '/' and os.path.basename(STATE[4]) == 'work'\n"
+                          "assert STATE[4] == '/'\n"  # the runner's own cwd, never the solution's (issue 28)
                           "random.seed(12345)\nassert random.random() != STATE[0]\n")
         assert res.passed, res
     deadline = time.monotonic() + 5
@@ -545,8 +545,9 @@ def test_what_a_solution_starts_does_not_outlive_its_run_in_a_bwrap_pod(monkeypa
     launch._stop_fork_server()
 
 
-def test_a_runner_whose_pod_died_answers_with_an_infrastructure_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Not the code's failure: the verdict says the sandbox failed; the next run gets a new runner."""
+def test_a_runner_whose_pod_died_replaces_it_before_the_next_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not the code's failure, and not the next problem's either: a bwrap runner whose pod died replaces it before
+    the next run (issue 28: the run after a pod-killing program used to get "the runner's pod is gone")."""
     import signal as _signal
 
     _fresh_server(monkeypatch)
@@ -563,13 +564,8 @@ def test_a_runner_whose_pod_died_answers_with_an_infrastructure_error(monkeypatc
         except (FileNotFoundError, ProcessLookupError):
             pass
     time.sleep(0.2)
-    res = run_program(he(GOOD))
-    assert not res.passed and res.status == "error" and res.infrastructure, res
-    # which of the two it is depends on whether the runner had already been handed its next solution process
-    assert "pod is gone" in res.detail or "pod's reaper is gone" in res.detail, res
-    deadline = time.monotonic() + 10
-    while not (res := run_program(he(GOOD))).passed and time.monotonic() < deadline:
-        assert res.infrastructure, res  # the other runners lost their pods too: each answers so, then goes
-    assert res.passed
+    for _ in range(3):
+        res = run_program(he(GOOD))
+        assert res.passed and not res.infrastructure, res
     wrong = run_program(he("    return 0\n"))
     assert wrong.status == "failed" and not wrong.infrastructure

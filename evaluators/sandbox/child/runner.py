@@ -419,6 +419,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
         for i in range(7):  # drop this run's files
             os.dup2(nul, i)
         os.close(nul)
+        os.chdir("/")  # a test may have changed it
         os.environ.clear()
         os.environ.update(environ)
         random.setstate(random_state)
