@@ -192,7 +192,8 @@ def _exercise_hwm(srv: Any, adapters: list[str]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--parts", default="memory,overhead,engines")
-    ap.add_argument("--problems", type=int, default=5, help="GSM8K problems of the overhead and engines parts")
+    ap.add_argument("--problems", type=int, default=8, help="GSM8K problems of the overhead part")
+    ap.add_argument("--engine-problems", type=int, default=20, help="GSM8K problems of CoT-SC(5) in the engines part")
     ap.add_argument("--max-tokens", type=int, default=256, help="CoT-SC's max_tokens in the engines part")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
@@ -221,7 +222,7 @@ def main() -> None:
                 result["overhead"] = overhead(tmp, srv, args.problems)
                 print(json.dumps({"overhead": result["overhead"]}), flush=True)
             if "engines" in parts:
-                result["engines"] = engines(tmp, srv, args.problems, args.max_tokens)
+                result["engines"] = engines(tmp, srv, args.engine_problems, args.max_tokens)
                 print(json.dumps({"engines": result["engines"]}), flush=True)
         finally:
             srv.stop()
