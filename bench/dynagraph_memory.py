@@ -30,7 +30,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agentic_repro.bench.adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib, server_settings
+# the script's own folder (bench/ is not part of the package)
+from adapters_memory import MODEL, _binary_pid, _chat, _exercise, _field, _mem_mib, server_settings
 from agentic_repro.harness.embedded.server import LocalServer, lora_adapters
 
 PAPER = {"dynagraph_gb": 16.6, "multi_agent_3x_gb": 49.5, "note": "Fig. 6(a): DynaGraph ~16.6 GB peak GPU memory "

@@ -1,6 +1,6 @@
 """Mutation score of the guard modules (cosmic-ray): are the tests able to fail where the guards live?
 
-    nice -n 19 .venv/bin/python -m agentic_repro.bench.mutation [--only lock,cache] [--out bench/results/mutation.json]
+    nice -n 19 .venv/bin/python bench/mutation.py [--only lock,cache] [--out bench/results/mutation.json]
 
 Not CI (CPU-heavy: one pytest run per mutant). cosmic-ray mutates files in place, so every target runs in a
 throw-away copy of the working tree (tracked and untracked-not-ignored files) under a temporary folder: the
