@@ -215,6 +215,43 @@ def test_auq_view_has_the_confidence_curve_and_where_system2_fired(tmp_path: Pat
     assert "System 1 0.50, final 0.90 (System 2 fired)" in a["curve"]                     # where it dropped, and after
 
 
+def test_auq_research_view_shows_each_planner_step_its_confidence_and_system2(tmp_path: Path, monkeypatch):
+    """A research run records no episode events, only ``trace.rounds``: before, its AUQ panel was an empty table."""
+    from tests.test_auq_deepresearch import PLAN_A, PLAN_B, Agent, judge_reply, reply
+    from tests.test_auq_deepresearch_tables import scripted_run
+
+    class TwoSteps(Agent):   # planner step 1 unsure (System 2 picks PLAN_B), step 2 sure (System 1 passes)
+        def __call__(self, messages, sampling):
+            text = messages[-1]["content"]
+            if text.startswith("You are the planner") and "Before the researchers are dispatched" not in text:
+                self.system1 = reply(PLAN_A, 0.9, "unsure about 2025 data") if "round 1" not in text.lower() \
+                    else reply(["wind capacity 2025"], 0.99, "sure now")
+            return super().__call__(messages, sampling)
+
+    results = tmp_path / "results"
+    scripted_run(tmp_path / "a", monkeypatch, results, "auq_deep_research", TwoSteps(""), judge_reply,
+                 corpus=False, evidence="closed_book", rounds=2)
+    (run_,) = data.find_runs(results)
+    p = next(iter(data.problems_of(run_).values()))
+    assert [r["auq"]["system2"] for r in p["trace"]["rounds"]] == [True, False]
+    (a,) = [v for v in methods.views(p["trace"], data.trajectory(run_, p)) if v["kind"] == "auq"]
+    one, two = a["steps"]
+    assert one["system2"] and one["trigger"] == "low_confidence" and (one["c_init"], one["c_final"]) == (0.9, 0.97)
+    assert one["action"] == json.dumps(PLAN_B) and one["confidence"] == 0.97 and one["calls"] > 0
+    assert not two["system2"] and two["confidence"] == two["c_init"] == 0.99 and two["explanation"] == "sure now"
+    assert a["facts"]["system2_triggers"] == 1 and a["curve"].count("<title>step") == 2
+    out = tmp_path / "site"
+    site.build([results], out, quiet=True)
+    page = next((out / "runs" / run_.id / "p").glob("*.html")).read_text()
+    table = page[page.index('<table id="auq-steps"'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr") == 3 and "planner step" in page and "sure now" in table and "perovskite" in table
+    # a trace with no step at all (a research run stopped before its first plan was kept) gets no empty table
+    (bare,) = methods.views({"agent": "auq_dual", "tau": 0.95, "system2_triggers": 0, "rounds": []}, [])
+    html = site.environment().get_template("view_auq.html").render(v=bare)
+    assert "auq-steps" not in html and "no step recorded" in html
+
+
 def test_a_searched_methods_artifact_search_history_and_validate_runs(tmp_path: Path, tiny_data: Path):
     from agentic_repro.baselines.autoflow.artifact import write_artifact
 

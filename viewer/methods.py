@@ -1,12 +1,13 @@
 """Method-specific views of a problem's trace: DyFlow, DynaGraph, DenoiseFlow, AUQ.
 
 Each reader picks the trace fields its method writes (dyflow/method.py, dynagraph/method.py,
-denoiseflow/method.py, auq/method.py) into a small view model the problem page renders. A trace a reader
+denoiseflow/method.py, auq/method.py, auq/research.py) into a small view model the problem page renders. A trace a reader
 does not recognise gets no special view; the page always shows the whole trace as JSON as well, so
 nothing a method recorded is hidden by a view that does not know it.
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agentic_repro.viewer import svg
@@ -73,11 +74,32 @@ def denoiseflow(trace: dict[str, Any]) -> dict[str, Any] | None:
             "primary": und.get("primary"), "branches": trace.get("branches") or []}
 
 
+def research_rows(rounds: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """AUQ research (auq/research.py) records no episode: its steps are the planner's ``rounds``, each the plan
+    the researchers got, its confidence and explanation, and the System 1/2 record (the planner's calls)."""
+    rows = []
+    for i, r in enumerate(rounds):
+        a = r.get("auq") or {}
+        s1 = a.get("system1") or {}
+        plan = json.dumps(r.get("queries"), ensure_ascii=False) if r.get("queries") is not None else None
+        notes = "\n\n".join(str(n) for n in r.get("notes") or []) or None
+        rows.append({"step": r.get("round", i + 1), "action": plan, "observation": notes, "reward": None,
+                     "confidence": r.get("confidence"),
+                     "status": "fallback: researched the task text" if r.get("fallback_plan")
+                     else (s1.get("confidence_status") if r.get("confidence") is None else None),
+                     "explanation": r.get("explanation"), "system2": bool(a.get("system2")),
+                     "trigger": a.get("trigger"), "c_init": a.get("c_init"), "c_final": a.get("c_final"),
+                     "calls": 1 + int(a.get("calls_system2") or 0) if a else None, "detail": a or None,
+                     "raw": s1.get("raw")})
+    return rows
+
+
 def auq(trace: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] | None:
     steps = [e for e in events if e.get("event") == "step"]
     if not steps and "system2_triggers" not in trace:
         return None
-    rows = []
+    research = not steps and isinstance(trace.get("rounds"), list)
+    rows = research_rows(trace["rounds"]) if research else []
     for e in steps:
         extra = e.get("extra") or {}
         a = extra.get("auq") or {}
@@ -90,9 +112,10 @@ def auq(trace: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any] |
     tau = trace.get("tau")
     points = [(r["c_init"] if r["c_init"] is not None else r["confidence"],
                r["c_final"] if r["c_final"] is not None else r["confidence"], r["system2"]) for r in rows]
-    return {"kind": "auq", "steps": rows, "tau": tau, "curve": svg.curve(points, tau=tau),
+    return {"kind": "auq", "steps": rows, "tau": tau, "curve": svg.curve(points, tau=tau), "research": research,
             "facts": {k: trace.get(k) for k in ("agent", "variant", "tau", "system2_triggers", "expansions",
-                                                "missing_confidence_steps")},
+                                                "missing_confidence_steps", "missing_confidence_rounds",
+                                                "fallback_plans", "closed_book")},
             "episodes": trace.get("episodes") or []}
 
 
