@@ -27,9 +27,16 @@ def generic_imports(path: Path, root: Path = ROOT) -> list[str]:
     return found
 
 
+PRUNE = {"results", "build", "dist", "node_modules", "__pycache__", "agentic_repro"}  # agentic_repro/: links
+
+
 def python_files() -> list[Path]:
-    files = [p for p in ROOT.rglob("*.py") if ".venv" not in p.parts and "results" not in p.parts
-             and "data" not in p.parts[len(ROOT.parts):len(ROOT.parts) + 1]]
+    """Our .py files; the walk never enters a virtual environment, .git, data/ or the links under agentic_repro/
+    (an rglob that filters afterwards walks every installed package: minutes once torch and vLLM are in)."""
+    files = []
+    for top, dirs, names in os.walk(ROOT):
+        dirs[:] = [d for d in dirs if d not in PRUNE and not d.startswith(".") and not (Path(top) == ROOT and d == "data")]
+        files += [Path(top) / n for n in names if n.endswith(".py")]
     return [p for p in files if not any(str(p.relative_to(ROOT)).startswith(s) for s in SKIP)]
 
 
