@@ -136,8 +136,8 @@ def trusted(ended, chan, spec, prelude, test, Died, Protocol, status_fd=None, re
                 st, stopped = int(fields[0]), int(fields[1])
             except (OSError, ValueError, IndexError):
                 pass
-        if why is not None:
-            return "failed", why
+        if why is not None and st is not None and os.WIFSIGNALED(st) and os.WTERMSIG(st) == signal.SIGKILL:
+            return "failed", why  # our kill ended it (not its own exit or a limit it hit while we waited)
         if st is None:  # the reaper went without a report
             if reaper_out_of_reach:
                 return "error", "sandbox: the pod's reaper is gone"
