@@ -11,7 +11,8 @@ average before and after (the ratio is only meaningful on an otherwise idle mach
 
     python bench/table_runner.py                                      # size smoke on the embedded default (local)
     python bench/table_runner.py size=smoke methods=io,cot benchmarks=gsm8k,mbpp
-    python bench/table_runner.py backbone=scripted backbone.delay_s=0.5 size=smoke   # no model: the scheduling only
+    python bench/table_runner.py backbone=scripted backbone.delay_s=0.5 size=paper limit=1 seeds=42 \
+        methods=io,cot,cot_sc benchmarks=gsm8k,drop sandbox.isolation=process   # no model: the scheduling only
     python bench/table_runner.py size=embedded --json out.json        # the default size's 48 cells (long)
 
 Options as reproduce_table1's (backbone, size, methods, benchmarks, seeds, limit, concurrent_runs); any other

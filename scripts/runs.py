@@ -40,7 +40,7 @@ def benchmark_overrides(proto: dict[str, Any], benchmark: str) -> list[str]:
             raise SystemExit(f"max_tokens set {name!r} is not in scripts/experiments/table1.yaml max_tokens "
                              f"(have: {sorted(k for k in sets if k != 'measured')})")
         if benchmark in sets[name]:
-            out.append(f"++backbone.sampling.max_tokens={int(sets[name][benchmark])}")  # ++: a backbone without it
+            out.append(f"backbone.sampling.max_tokens={int(sets[name][benchmark])}")
     return out
 
 

@@ -268,8 +268,8 @@ def test_table_is_rerendered_after_each_run_and_survives_an_interrupt(tmp_path, 
         return cls(script, name=cfg["name"], max_concurrency=1)
 
     monkeypatch.setattr("agentic_repro.harness.runner.build_backbone", fake_build)
-    argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp,humaneval", "limit=2",
-            "runner.max_concurrent_problems=1", *_args(tmp_path)]
+    argv = ["backbone=local", "methods=io", "benchmarks=gsm8k,mbpp,humaneval", "limit=2", "concurrent_runs=1",
+            "runner.max_concurrent_problems=1", *_args(tmp_path)]   # one run at a time: "run k sees 1..k-1"
     with pytest.raises(KeyboardInterrupt):
         reproduce_table1.main(argv)
     assert len(seen) == 4 and seen[0] == ""                  # 2 GSM8K calls, then 2 MBPP calls
