@@ -11,6 +11,11 @@ both sides, both at the same concurrency (default 4: the official ``n_workers`` 
    comparisons rigged too). This is wrong code; the official harness, which runs the test in the
    same interpreter, is fooled on part of it; ours must pass none.
 
+Our side runs twice per pass, once per pod mode (``--pods``, default both): ``reuse`` (a runner's bwrap pod
+serves many runs, ``sandbox.pod_per_run=false``) and ``per-run`` (a fresh pod for every run,
+``sandbox.pod_per_run=true``, which also closes the one bit a reused pod leaves: evaluators/sandbox/README.md,
+class 5), so the cost of a pod per run is measured side by side with the official harness in one run.
+
 Printed per pass: each side's wall time (best of ``--repeats``) and the CPU time its whole
 process tree used in that run (reaped processes: the fork server reaps its runners, each runner
 its pod, the pod every solution process), pass counts, per-problem verdict agreement and the wall-time
@@ -28,7 +33,7 @@ copy (never the installed package) is patched to run it. PyPI's 1.0.3 ships with
 Its dependencies (numpy, tqdm) must be importable; otherwise the official side is skipped and
 the output says so.
 
-Usage: ``python bench/code_scoring.py [--repeats 3] [--timeout 3]``. Data: ``$AGENTIC_REPRO_DATA``
+Usage: ``python bench/code_scoring.py [--repeats 3] [--timeout 3] [--pods reuse,per-run]``. Data: ``$AGENTIC_REPRO_DATA``
 (default ``data/``) ``/humaneval/HumanEval.jsonl``, else ``../shared/datasets/humaneval/``.
 """
 from __future__ import annotations
@@ -56,8 +61,10 @@ from collections.abc import Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from agentic_repro.evaluators.sandbox import humaneval_program, isolation, run_program_async
+from agentic_repro.evaluators.sandbox import configure, humaneval_program, isolation, run_program_async
 from agentic_repro.evaluators.sandbox.launch import ISOLATION_ENV
+
+POD_MODES = {"reuse": False, "per-run": True}  # --pods: sandbox.pod_per_run for our side
 
 BROKEN = {
     "return_none": "    return None\n",
@@ -178,12 +185,13 @@ OFFICIAL_N_WORKERS = 4
 CONCURRENCY = [OFFICIAL_N_WORKERS]  # runs in flight, the same on both sides (--concurrency)
 
 
-def measure(side: str, pass_name: str, args: argparse.Namespace, tmp: Path) -> tuple[float, float, dict[str, bool]]:
+def measure(side: str, pass_name: str, args: argparse.Namespace, tmp: Path,
+            pods: str = "reuse") -> tuple[float, float, dict[str, bool]]:
     """One timed run in a fresh process: (wall seconds, CPU seconds of its process tree, verdicts)."""
     out = tmp / f"{side}-{pass_name}-{time.monotonic_ns()}.json"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run([sys.executable, __file__, "--worker", side, pass_name, str(out), "--timeout", str(args.timeout),
-                    "--concurrency", str(CONCURRENCY[0]),
+                    "--concurrency", str(CONCURRENCY[0]), "--pods", pods,
                     "--official-dir", str(tmp / "official")], check=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -198,11 +206,12 @@ def best_of(repeats: int, fn: Callable[[], tuple[float, float, dict[str, bool]]]
     return best[0], best[1], [r[0] for r in runs], best[2]
 
 
-def worker(side: str, pass_name: str, out: Path, timeout: float, official_dir: Path) -> None:
+def worker(side: str, pass_name: str, out: Path, timeout: float, official_dir: Path, pods: str) -> None:
     problems = find_data()
     rows = load_rows(problems)
     samples = make_passes(rows)[pass_name]
     if side == "ours":
+        configure(isolation=isolation(), pod_per_run=POD_MODES[pods])
         wall, verdicts = run_ours(rows, samples, timeout)
         extra = {"status": STATUS}
     else:
@@ -234,13 +243,15 @@ def main() -> None:
     ap.add_argument("--concurrency", type=int, default=OFFICIAL_N_WORKERS,
                     help="runs in flight on both sides (official: n_workers); default 4, the official default")
     ap.add_argument("--passes", default="canonical,broken,cheat", help="comma-separated passes to run")
+    ap.add_argument("--pods", default="reuse,per-run",
+                    help="our side's pod modes, comma-separated: reuse (sandbox.pod_per_run=false), per-run (true)")
     ap.add_argument("--worker", nargs=3, metavar=("SIDE", "PASS", "OUT"), help=argparse.SUPPRESS)
     ap.add_argument("--official-dir", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     CONCURRENCY[0] = max(1, args.concurrency)
     if args.worker:
         side, pass_name, out = args.worker
-        worker(side, pass_name, Path(out), args.timeout, args.official_dir)
+        worker(side, pass_name, Path(out), args.timeout, args.official_dir, args.pods)
         return
     problems = find_data()
     rows = load_rows(problems)
@@ -254,30 +265,48 @@ def main() -> None:
         official, how = official_copy(tmp)
         print(f"official: {how}" if official else f"official: NOT RUN: {how}")
         wanted = [p.strip() for p in args.passes.split(",") if p.strip()]
+        pods_wanted = [p.strip() for p in args.pods.split(",") if p.strip()]
+        unknown = sorted(set(pods_wanted) - set(POD_MODES))
+        if unknown:
+            raise SystemExit(f"--pods: unknown mode(s) {', '.join(unknown)} (known: {', '.join(POD_MODES)})")
         for name, samples in make_passes(rows).items():
             if name not in wanted:
                 continue
             n_bad = sum(s["completion"] != rows[s["task_id"]]["canonical_solution"] for s in samples)
-            ours_wall, ours_cpu, ours_walls, ours = best_of(args.repeats, lambda: measure("ours", name, args, tmp))
-            line = (f"[{name}] {n_bad}/{len(samples)} broken or cheating | ours: {sum(ours.values())} passed, "
-                    f"{ours_wall:.2f} s wall ({', '.join(f'{w:.2f}' for w in ours_walls)}), {ours_cpu:.2f} s CPU")
-            if official is None:
-                print(line + " | official: not run")
-                continue
-            theirs_wall, theirs_cpu, theirs_walls, theirs = best_of(
-                args.repeats, lambda: measure("official", name, args, tmp))
-            agree = sum(ours[t] == theirs[t] for t in ids)
-            print(line + f" | official: {sum(theirs.values())} passed, {theirs_wall:.2f} s wall "
-                  f"({', '.join(f'{w:.2f}' for w in theirs_walls)}), {theirs_cpu:.2f} s CPU | "
-                  f"agreement {agree}/{len(ids)} | ratio ours/theirs: wall {ours_wall / theirs_wall:.2f}, "
-                  f"CPU {ours_cpu / theirs_cpu:.2f}")
-            differ = [t for t in ids if ours[t] != theirs[t]]
-            if differ:
-                fooled = [t for t in differ if theirs[t] and not ours[t]]
-                others = [t for t in differ if t not in fooled]
-                print(f"    verdicts differ on {len(differ)}: official passes {len(fooled)} that ours fails"
-                      + (f" (e.g. {', '.join(fooled[:3])})" if fooled else "")
-                      + (f"; other: {', '.join(f'{t} (ours: {STATUS.get(t)})' for t in others)}" if others else ""))
+            print(f"[{name}] {n_bad}/{len(samples)} broken or cheating; load average {os.getloadavg()[0]:.1f}")
+            theirs_wall = theirs_cpu = 0.0
+            theirs: dict[str, bool] = {}
+            if official is not None:
+                theirs_wall, theirs_cpu, theirs_walls, theirs = best_of(
+                    args.repeats, lambda: measure("official", name, args, tmp))
+                print(f"    official: {sum(theirs.values())} passed, {theirs_wall:.2f} s wall "
+                      f"({', '.join(f'{w:.2f}' for w in theirs_walls)}), {theirs_cpu:.2f} s CPU")
+            else:
+                print("    official: not run")
+            walls: dict[str, float] = {}
+            for pods in pods_wanted:
+                ours_wall, ours_cpu, ours_walls, ours = best_of(
+                    args.repeats, lambda: measure("ours", name, args, tmp, pods))
+                walls[pods] = ours_wall
+                line = (f"    ours, pods {pods} (sandbox.pod_per_run={str(POD_MODES[pods]).lower()}): "
+                        f"{sum(ours.values())} passed, {ours_wall:.2f} s wall "
+                        f"({', '.join(f'{w:.2f}' for w in ours_walls)}), {ours_cpu:.2f} s CPU")
+                if official is None:
+                    print(line)
+                    continue
+                agree = sum(ours[t] == theirs[t] for t in ids)
+                print(line + f" | agreement {agree}/{len(ids)} | ratio ours/official: wall "
+                      f"{ours_wall / theirs_wall:.2f}, CPU {ours_cpu / theirs_cpu:.2f}")
+                differ = [t for t in ids if ours[t] != theirs[t]]
+                if differ:
+                    fooled = [t for t in differ if theirs[t] and not ours[t]]
+                    others = [t for t in differ if t not in fooled]
+                    print(f"      verdicts differ on {len(differ)}: official passes {len(fooled)} that ours fails"
+                          + (f" (e.g. {', '.join(fooled[:3])})" if fooled else "")
+                          + (f"; other: {', '.join(f'{t} (ours: {STATUS.get(t)})' for t in others)}" if others else ""))
+            if len(walls) == 2:
+                print(f"    pod per run / reused pod: wall {walls['per-run'] / walls['reuse']:.2f} "
+                      f"(+{(walls['per-run'] - walls['reuse']) / len(samples) * 1000:.1f} ms per run)")
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
