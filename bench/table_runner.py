@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         del args[i:i + 2]
     opts, overrides = parse_args(args, {**OPTIONS, "size": "smoke"})
     items = cells(opts, overrides)
-    side = concurrent_runs({**opts, "concurrent_runs": opts.get("concurrent_runs") or "auto"}, {}, overrides)
+    side = concurrent_runs({**opts, "concurrent_runs": opts.get("concurrent_runs") or "auto"}, {}, items[0].overrides)
     load0 = os.getloadavg()
     print(f"{len(items)} cells (backbone={opts['backbone']}, size={opts['size']}), sequential then {side} side by "
           f"side; load average before {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)

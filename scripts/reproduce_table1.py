@@ -197,13 +197,13 @@ def estimate_s(items: list[Planned], results_root: Path, experiment: str,
     return out
 
 
-def concurrent_runs(opts: dict[str, Any], proto: dict[str, Any], user_overrides: list[str]) -> int:
+def concurrent_runs(opts: dict[str, Any], proto: dict[str, Any], run_overrides: list[str]) -> int:
     """Runs in flight at once: the option, else the protocol's ``concurrent_runs`` (default 1); ``auto`` is the
-    backbone's ``max_concurrency`` (the requests it takes at once: one per embedded server slot)."""
+    backbone's ``max_concurrency`` (the requests it takes at once: one per embedded server slot) as a planned
+    run's overrides (``run_overrides``) compose it."""
     value = opts.get("concurrent_runs") or proto.get("concurrent_runs") or 1
     if str(value) == "auto":
-        return max(1, int(compose([f"backbone={opts['backbone']}", *user_overrides])["backbone"]
-                          .get("max_concurrency") or 1))
+        return max(1, int(compose(run_overrides)["backbone"].get("max_concurrency") or 1))
     try:
         n = int(value)
     except ValueError:
@@ -220,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     if not dry:
         require_backbone_key(opts["backbone"])
     items, info = build_plan(exp, opts, user_overrides)
-    side_by_side = concurrent_runs(opts, info["protocol_settings"], user_overrides)
+    side_by_side = concurrent_runs(opts, info["protocol_settings"],
+                                   items[0].overrides if items else [f"backbone={info['backbone']}"])
     # side by side, the runs' progress bars would overwrite each other: the line per finished run shows progress
     base = [*logger_override(opts.get("logger")), *(["runner.progress=false"] if side_by_side > 1 else [])]
     plan(items, base)
