@@ -48,6 +48,23 @@ def test_a_run_configures_the_sandbox_and_records_it_in_meta(tmp_path, tiny_data
         assert "note" not in meta["sandbox"] and meta["sandbox"]["view"]
 
 
+@pytest.mark.parametrize("per_run", [True, False])
+def test_sandbox_pod_per_run_reaches_the_sandbox_and_meta(tmp_path, tiny_data, restore_isolation, per_run):
+    """The default (false, a reused pod) is in configs/config.yaml; a non-bool is refused naming the key; a run
+    configures the sandbox with it and meta.json records it (evaluators/sandbox/README.md, class 5)."""
+    cfg = compose(["method=io", "benchmark=gsm8k", "backbone=local"])
+    assert cfg["sandbox"]["pod_per_run"] is False
+    cfg["sandbox"] = {"isolation": "bwrap", "pod_per_run": "yes"}
+    with pytest.raises(ConfigError, match="sandbox.pod_per_run"):
+        validate_run_config(cfg)
+    sandbox.configure(isolation="bwrap", pod_per_run=not per_run)  # the run must change it
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_many", "params": {"n": 1}}, limit=1)
+    spec.full_config["sandbox"] = {"isolation": "bwrap", "pod_per_run": per_run}
+    run(spec, ScriptedBackbone(lambda messages, sampling: "ANSWER: 0"))
+    assert sandbox.launch.pod_per_run() is per_run
+    assert json.loads((spec.out_dir / "meta.json").read_text())["sandbox"]["pod_per_run"] is per_run
+
+
 def test_table1_footnotes_the_cells_whose_runs_had_no_isolation(tmp_path):
     from agentic_repro.scripts import table1
 
