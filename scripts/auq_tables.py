@@ -41,7 +41,7 @@ from typing import Any
 from agentic_repro.auq.metrics import BIN_CONVENTION, BIN_TEXT, N_BINS, PHIS, Trajectory, calibration_report, trajectory_of
 from agentic_repro.scripts.collect import Agg, RunIndex
 from agentic_repro.scripts.protocol import compare as compare_setting
-from agentic_repro.scripts.protocol import models, num, sampling, split_of
+from agentic_repro.scripts.protocol import judge_of, models, n_modes, num, sampling, split_of
 from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.runs import load_experiment, method_config, parse_args
 
@@ -216,6 +216,10 @@ def protocol_parts(runs: list[Any], paper: dict[str, Any], bench: str, exp: dict
         if vals and key in paper:
             pv = paper[key]
             parts.append(compare_sweep(label, vals, [_onoff(v) for v in pv] if isinstance(pv, list) else _onoff(pv)))
+    parts += [m for m in [n_modes(runs)] if m]   # a method that samples: how its n samples reached the provider
+    judges = _distinct([j for j in map(judge_of, runs) if j])
+    if judges:
+        parts.append(f"scored by judge {'/'.join(judges)}")
     if bench == "webshop":
         orig = ((exp or {}).get("webshop_tagger") or {}).get("original")
         tags = _distinct([t for r in runs for t in tagger_of(r)])

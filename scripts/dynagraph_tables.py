@@ -32,7 +32,7 @@ from typing import Any
 
 from agentic_repro.dynagraph.counts import cell_note, run_counts
 from agentic_repro.scripts.collect import RunIndex
-from agentic_repro.scripts.protocol import compare, num, split_of
+from agentic_repro.scripts.protocol import compare, n_modes, num, split_of
 from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.runs import (CONFIGS, Planned, csv_list, eprint, execute, load_experiment, logger_override, method_config,
                           method_folder, parse_args, plan, require_backbone_key)
@@ -227,6 +227,7 @@ def row_protocol(row: dict[str, Any], runs: list[Any], exp: dict[str, Any]) -> s
         parts.append(f"adapters {', '.join(adapters)}" if adapters else
                      "modules untrained (base model + role prompts)")
         parts[-1] += f" vs paper {row['paper_trained']}"
+    parts += [m for m in [n_modes(runs)] if m]   # a row that samples: how its n samples reached the provider
     return "↳ protocol: " + "; ".join(parts)
 
 

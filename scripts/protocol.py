@@ -67,13 +67,25 @@ def models(runs: list[Any]) -> list[str]:
     return sorted(got)
 
 
-def n_modes(runs: list[Any]) -> str:
+def samples(run: Any) -> bool:
+    """Whether the run's method draws n > 1 samples of one prompt: its config.yaml states ``method.sampling``
+    (the methods that sample record their n_mode), or an answered call has a sample index above 0 (calls.jsonl)."""
+    if ((run.config().get("method") or {}).get("sampling") or {}).get("n_mode"):
+        return True
+    return any(int(c.get("sample_index") or 0) > 0 for c in run.calls() if not c.get("error"))
+
+
+def n_modes(runs: list[Any]) -> str | None:
     """How the runs' n samples of one prompt reached the provider (config.yaml's ``method.sampling.n_mode``,
     harness/n_mode.py): ``n_mode separate`` (n requests, the bill's prompt n times) or ``request`` (one request with
-    n choices); a run recorded before the option existed sent one request, and says so."""
+    n choices); a run recorded before the option existed sent one request, and says so. None where no run samples
+    (n = 1: the choice does not arise)."""
+    sampled = [r for r in runs if samples(r)]
+    if not sampled:
+        return None
     got = sorted({str(((r.config().get("method") or {}).get("sampling") or {}).get("n_mode")
-                       or "request (not recorded)") for r in runs})
-    return f"n_mode {'/'.join(got) or 'not recorded'}"
+                       or "request (not recorded)") for r in sampled})
+    return f"n_mode {'/'.join(got)}"
 
 
 def split_of(run: Any) -> tuple[str, int, int | None]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_repro.scripts.collect import Agg, RunIndex, stop_fraction
-from agentic_repro.scripts.protocol import compare, judge_of, models, sampling, split_of, temperatures
+from agentic_repro.scripts.protocol import compare, judge_of, models, n_modes, sampling, split_of, temperatures
 from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.stats import paired_test
 from agentic_repro.scripts.runs import csv_list, load_experiment, method_config, method_folder, parse_args
@@ -199,7 +199,7 @@ def cell_protocol(b: str, a: Agg | None, pp: dict[str, Any]) -> tuple[str, list[
 
 def row_protocol(label: str, aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
     """The row-wide half of the protocol line: backbone (calls.jsonl models), temperatures (calls.jsonl), max
-    tokens (config.yaml sampling), against the paper's (A.2)."""
+    tokens (config.yaml sampling), against the paper's (A.2); and, for a row that samples, its n_mode."""
     runs = [r for a in aggs.values() for r in a.runs]
     if not runs:
         return f"↳ protocol: not run; paper backbone {pp.get('backbone', 'not stated')}"
@@ -210,6 +210,7 @@ def row_protocol(label: str, aggs: dict[str, Agg], pp: dict[str, Any]) -> str:
                                                                                           pp.get("temperature"))))
     caps = sorted({int(s["max_tokens"]) for s in map(sampling, runs) if s.get("max_tokens") is not None})
     parts.append(compare("max tokens", caps, pp.get("max_tokens")))
+    parts += [m for m in [n_modes(runs)] if m]   # how n samples reached the provider (harness/n_mode.py)
     return "↳ protocol: " + "; ".join(parts)
 
 

@@ -93,11 +93,15 @@ def test_the_protocol_line_says_how_n_reached_the_provider(tmp_path):
     from agentic_repro.scripts.protocol import n_modes
 
     class Run:
-        def __init__(self, cfg):
-            self._cfg = cfg
+        def __init__(self, cfg, sample_index=1):
+            self._cfg, self._calls = cfg, [{"sample_index": sample_index}]
 
         def config(self):
             return self._cfg
+
+        def calls(self):
+            return self._calls
     assert n_modes([Run({"method": {"sampling": {"n_mode": "separate"}}})]) == "n_mode separate"
     assert n_modes([Run({"method": {"sampling": {"n_mode": "separate"}}}), Run({"method": {}})]) == \
         "n_mode request (not recorded)/separate"
+    assert n_modes([Run({"method": {}}, sample_index=0)]) is None   # one sample per prompt: the choice does not arise

@@ -217,3 +217,32 @@ def test_every_cell_names_the_scorer_its_runs_recorded(tmp_path):
     note = next(n for n in t.notes if n.startswith("Scorer each cell's runs recorded"))
     assert "MATH: equivalence=math_verify (IO); equivalence=aflow (CoT) (paper: equivalence=aflow)" in note
     assert "GSM8K" not in note                      # no GSM8K runs: nothing to name
+
+
+@pytest.mark.parametrize("mode", ["separate", "request", None])
+def test_every_protocol_line_says_how_a_sampling_rows_n_reached_the_provider(tmp_path, tiny_data, mode):
+    """``method.sampling.n_mode`` (harness/n_mode.py) as the real runner recorded it in config.yaml: Table 1's (and
+    DyFlow's, which shares it), DynaGraph's and AUQ's protocol lines name it for a row that samples (n = 3); a row
+    that draws one sample (n = 1, no sampling block) has no n_mode part."""
+    from agentic_repro.harness.scripted import ScriptedBackbone
+    from agentic_repro.scripts import auq_tables, dynagraph_tables, table1
+    from agentic_repro.scripts.collect import RunIndex
+    from tests.conftest import make_spec, run
+
+    method = {"name": "sc", "solver": "tests.fake_methods:ask_many", "params": {"n": 3 if mode else 1}}
+    if mode:
+        method["sampling"] = {"n_mode": mode}
+    spec = make_spec(tmp_path, method, limit=2)
+    spec.full_config["method"] = method
+    run(spec, ScriptedBackbone(lambda messages, sampling: "ANSWER: 0"))
+    agg = RunIndex.scan(tmp_path / "results", "t").agg("tiny", "sc", "scripted")
+    runs = list(agg.runs)
+    assert runs and runs[0].config()["method"].get("sampling") == method.get("sampling")
+    lines = {"table1": table1.row_protocol("SC", {"tiny": agg}, {}),
+             "dynagraph": dynagraph_tables.row_protocol({"label": "SC"}, runs, {}),
+             "auq": "; ".join(auq_tables.protocol_parts(runs, {}, "tiny"))}
+    for name, line in lines.items():
+        if mode:
+            assert f"n_mode {mode}" in line, (name, line)
+        else:
+            assert "n_mode" not in line, (name, line)
