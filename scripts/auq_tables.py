@@ -232,16 +232,43 @@ def protocol_parts(runs: list[Any], paper: dict[str, Any], bench: str, exp: dict
 def protocol_line(exp: dict[str, Any], which: str, runs_by_bench: dict[str, list[Any]], extra: list[str] = ()
                   ) -> str | None:
     """"Protocol (recorded by the runs; paper settings for <which>: <source>): ALFWorld: ... | WebShop: ..."."""
+    paper = ((exp.get("settings") or {}).get(which) or {}).get("paper") or {}
+    return note_line(exp, which, {b: protocol_parts(runs, paper, b, exp) for b, runs in runs_by_bench.items()}, extra)
+
+
+def note_line(exp: dict[str, Any], which: str, parts_by_bench: dict[str, list[str]], extra: list[str] = ()
+              ) -> str | None:
+    """The table-level protocol note from per-benchmark parts (all of a figure's, or what a table's rows share)."""
     st = (exp.get("settings") or {}).get(which) or {}
-    paper = st.get("paper") or {}
     labels = exp.get("benchmark_labels") or {}
-    per = [f"{labels.get(b, b)}: " + "; ".join(ps) for b, runs in runs_by_bench.items()
-           if (ps := protocol_parts(runs, paper, b, exp))]
+    per = [f"{labels.get(b, b)}: " + "; ".join(ps) for b, ps in parts_by_bench.items() if ps]
     if not per and not extra:
         return None
     head = f"Protocol (recorded by the runs, against the paper's {which} settings"
     head += f" [{st['source']}]" if st.get("source") else ""
     return head + "): " + " | ".join([*per, *extra])
+
+
+#: The table note's pointer to the rows' own lines (a table's note holds only what every row that ran shares).
+EACH_ROW = "a row's other settings: on its ↳ protocol line"
+
+
+def row_protocols(exp: dict[str, Any], which: str, body: list[dict[str, Any]], benches: list[str]
+                  ) -> tuple[dict[str, dict[str, str]], dict[str, list[str]]]:
+    """(per method row and benchmark its ``↳ protocol`` text, per benchmark the parts every row that ran shares):
+    each row's settings as its own runs recorded them against the paper's (backbone, split and n, seeds, window,
+    τ/N/D, step cap, n_mode, judge); what all rows share goes to the table's note once, the rest stays on the row.
+    A row with no run on a benchmark has no text there."""
+    paper = ((exp.get("settings") or {}).get(which) or {}).get("paper") or {}
+    parts = {b["row"]["label"]: {bench: protocol_parts(list(b["aggs"][bench].runs), paper, bench, exp)
+                                 for bench in benches} for b in body}
+    common: dict[str, list[str]] = {}
+    for bench in benches:
+        ran = [p[bench] for p in parts.values() if p[bench]]
+        common[bench] = [x for x in ran[0] if all(x in r for r in ran[1:])] if ran else []
+    rows = {label: {bench: "; ".join(x for x in ps if x not in common[bench]) or "the note's settings"
+                    for bench, ps in p.items() if ps} for label, p in parts.items()}
+    return rows, common
 
 
 def t_ece_protocol(exp: dict[str, Any]) -> str:
@@ -302,8 +329,10 @@ def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
     body = _cells(index, exp, backbone)
     te = t_ece_setting(exp)
     tables, records = [], []
+    row_proto, common = row_protocols(exp, "main", body, exp["benchmarks"])
     for bench in exp["benchmarks"]:
         feet = Footnotes()
+        under: list[tuple[int, list[Any]]] = []
         cols = ["Method", *[f"{PHI_LABEL[p]} {m}" for p in PHIS for m in ("T-ECE↓", "T-BS↓")], "n conf/all"]
         t = Table(title=f"AUQ Table 1 ({exp['benchmark_labels'].get(bench, bench)}): calibration per aggregation, "
                         f"{backbone_title(backbone)}; T-ECE with {te['bins']} equal-width bins, "
@@ -317,9 +346,12 @@ def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             marks = feet.marks(feats)
             label = Cell(row["label"], sup=marks)
             status = _status(row, agg, bench)
+            proto = row_proto[row["label"]].get(bench)
             rec = {"backbone": backbone, "benchmark": bench, "method": row["method"], "row": row["label"],
                    "footnotes": feet.numbered(feats), "t_ece_convention": te["convention"],
-                   "sources": ";".join(agg.sources(index.root))}
+                   "sources": ";".join(agg.sources(index.root)), "protocol": proto}
+            if proto is not None:   # the row's own protocol line goes under the one row this body row appends
+                under.append((len(t.rows) + 1, [Cell("↳ protocol: " + proto), *[""] * (len(cols) - 1)]))
             if status is not None or rep is None:
                 t.rows.append([label, *([status or "—"] + [""] * (len(cols) - 2))])
                 records.append({**rec, "status": status})
@@ -344,8 +376,9 @@ def build_table1(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             t.rows.append([label, *cells, f"{n_conf}/{rep['n']}"])
             records.append({**rec, "status": "ok", "n": rep["n"], "n_conf": n_conf, "missing_steps": rep["missing_steps"],
                             "steps": rep["steps"]})
-        line = protocol_line(exp, "main", {bench: [r for b in body for r in b["aggs"][bench].runs]},
-                             [t_ece_protocol(exp)])
+        for at, prow in reversed(under):
+            t.rows.insert(at, prow)
+        line = note_line(exp, "main", {bench: common[bench]}, [t_ece_protocol(exp), EACH_ROW])
         t.notes = [*feet.notes(), "C(τ) per trajectory = Φ over its steps' verbalised confidences; missing "
                    "confidences are skipped (a trajectory with none is excluded and counted in n conf/all).",
                    "The paper's per-model Table 1 numbers were not recovered (supplement §6): no paper column.",
@@ -389,10 +422,12 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
     t = Table(title=f"AUQ Table 2: success rate and AUROC of C(τ), {backbone_title(backbone)}", columns=cols,
               label=f"tab:auq-table2-{backbone}")
     records = []
+    row_proto, common = row_protocols(exp, "main", body, benches)
     for b in body:
         row = b["row"]
         marks = feet.marks(footnotes_for(row, b["aggs"], proto))
         cells: list[Any] = [Cell(row["label"], sup=marks)]
+        own = row_proto[row["label"]]
         for bench in benches:
             agg, rep = b["aggs"][bench], b["reports"][bench]
             ps = (paper.get("success_rate") or {}).get(row["method"], {}).get(bench)
@@ -400,7 +435,8 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             paper_txt = fmt(ps) if ps is not None else (f"({fmt(pi)} inferred)" if pi is not None else "—")
             status = _status(row, agg, bench)
             rec = {"backbone": backbone, "benchmark": bench, "method": row["method"], "row": row["label"],
-                   "paper_sr": ps, "paper_sr_inferred": pi, "sources": ";".join(agg.sources(index.root))}
+                   "paper_sr": ps, "paper_sr_inferred": pi, "sources": ";".join(agg.sources(index.root)),
+                   "protocol": own.get(bench)}
             if status is not None or rep is None:
                 cells += [status or "—", "", "", paper_txt]
                 records.append({**rec, "status": status})
@@ -415,6 +451,8 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
                             "ci_high": ci.high if ci else None, "n": agg.n_problems, "calls_per_episode": avg_calls(agg),
                             **{f"auroc_{p}": a for p, a in zip(PHIS, aurocs)}})
         t.rows.append(cells)
+        if own:   # the row's protocol line: per benchmark, under its SR cell (the paper SR beside it)
+            t.rows.append([Cell("↳ protocol"), *[x for bench in benches for x in (own.get(bench, "not run"), "", "", "")]])
     notes = list(feet.notes())
     notes.append("AUROC is '—' when a cell's trajectories are all successes or all failures (undefined).")
     pc = paper.get("compare") or {}
@@ -432,7 +470,7 @@ def build_table2(index: RunIndex, exp: dict[str, Any], backbone: str, proto: dic
             records.append({"backbone": backbone, "benchmark": bench, "method": "compare", "row": "compare", **cmp})
     notes.append("Paper SR: Dual 74.3% ALFWorld, 42.5% WebShop (+10.7, +13.6); Forward 63.6% = 89/140 and ReAct "
                  "inferred as 74.3−10.7, 42.5−13.6 (supplement §6). The paper's AUROC values were not recovered.")
-    line = protocol_line(exp, "main", {bench: [r for b in body for r in b["aggs"][bench].runs] for bench in benches})
+    line = note_line(exp, "main", common, [EACH_ROW])
     t.notes = notes + ([line] if line else [])
     return [t], records
 

@@ -257,8 +257,16 @@ def test_protocol_lines_t_ece_conventions_and_the_webshop_tagger(tmp_path, monke
     md1 = (root / "auq-report" / "table1-local.md").read_text()
     assert "| 0.475 (right-closed 0.375) |" in md1 and "left-closed [m/M, (m+1)/M), the last closed at 1" in md1
     line = next(x for x in md1.splitlines() if "Protocol (recorded by the runs" in x and "ALFWorld:" in x)
-    assert "window h full/5 ≠ paper 5" in line and "step cap 8 ≠ paper 50" in line
-    assert "τ 0.85 = paper" in line and "memory expansion on = paper" in line and "backbone local ≠ paper GPT-4o" in line
+    # the table's note holds what every row that ran shares; each row's own settings are on its ↳ protocol line
+    assert "step cap 8 ≠ paper 50" in line and "backbone local ≠ paper GPT-4o" in line
+    assert "window h" not in line and "τ 0.85" not in line and "on its ↳ protocol line" in line
+    react_line, dual_line = t1[("alfworld", "react")]["protocol"], dual["protocol"]
+    assert react_line == "window h full ≠ paper 5"
+    assert dual_line.startswith("window h 5 = paper") and "τ 0.85 = paper" in dual_line \
+        and "memory expansion on = paper" in dual_line and "step cap" not in dual_line
+    rows1 = md1.split("ALFWorld): calibration")[1]
+    assert "| ↳ protocol: window h full ≠ paper 5 |" in rows1.split("| ReAct")[1].split("\n")[1]
+    assert f"| ↳ protocol: {dual_line} |" in rows1.split("| Dual-Process (AUQ)")[1].split("\n")[1]
     # the WebShop cells: footnoted with the tagger the runs recorded and the measured disagreement
     ws = t1[("webshop", "auq_dual")]
     assert "noun tagger fallback:content-words-v1 (recorded by the runs)" in ws["footnotes"] and "~20%" in ws["footnotes"]
@@ -266,6 +274,10 @@ def test_protocol_lines_t_ece_conventions_and_the_webshop_tagger(tmp_path, monke
     md2 = (root / "auq-report" / "table2-local.md").read_text()
     assert "n=2<sup>" in md2.split("Dual-Process (AUQ)")[1].split("\n")[0]
     assert "noun tagger fallback:content-words-v1 ≠ the original's spacy:en_core_web_lg" in md2
+    # Table 2: each row's line under its SR cells, per benchmark (WebShop: only Dual ran there: all in the note)
+    under_dual = md2.split("| Dual-Process (AUQ)")[1].split("\n")[1]
+    assert under_dual.startswith("| ↳ protocol | window h 5 = paper") and "| the note's settings |" in under_dual
+    assert "| ↳ protocol | window h full ≠ paper 5 |  |  |  | not run |" in md2
     # the convention is the option: right-closed as the default flips which value is shown beside
     exp2 = copy.deepcopy(exp)
     exp2["t_ece"]["convention"] = "right_closed"
