@@ -30,7 +30,7 @@ from typing import Any
 
 from agentic_repro.evaluators.deepresearch import DIMENSIONS
 from agentic_repro.scripts.collect import Agg, RunIndex
-from agentic_repro.scripts.protocol import compare, models, split_of
+from agentic_repro.scripts.protocol import compare, models, n_modes, split_of
 from agentic_repro.scripts.render import Cell, Footnotes, Table, fmt, write_csv, write_tables
 from agentic_repro.scripts.runs import method_config, parse_args
 
@@ -205,6 +205,7 @@ def protocol_line(agg: Agg, row: dict[str, Any]) -> tuple[str, list[str]]:
         for k in ("tau", "n_paths", "max_refinements", "temperature"):
             parts.append(compare({"n_paths": "N", "max_refinements": "D", "temperature": "T(System 2)"}.get(k, "τ"),
                                  params_of(agg, k), pp[k]))
+    parts.append(n_modes(list(agg.runs)) or "")   # a row that samples: how its n samples reached the provider
     parts.append(f"seeds {'/'.join(map(str, agg.seeds))}")
     return "↳ protocol: " + "; ".join(p for p in parts if p), withhold
 

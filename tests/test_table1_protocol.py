@@ -222,10 +222,10 @@ def test_every_cell_names_the_scorer_its_runs_recorded(tmp_path):
 @pytest.mark.parametrize("mode", ["separate", "request", None])
 def test_every_protocol_line_says_how_a_sampling_rows_n_reached_the_provider(tmp_path, tiny_data, mode):
     """``method.sampling.n_mode`` (harness/n_mode.py) as the real runner recorded it in config.yaml: Table 1's (and
-    DyFlow's, which shares it), DynaGraph's and AUQ's protocol lines name it for a row that samples (n = 3); a row
+    DyFlow's, which shares it), DynaGraph's, AUQ's and AUQ deep research's protocol lines name it for a row that samples (n = 3); a row
     that draws one sample (n = 1, no sampling block) has no n_mode part."""
     from agentic_repro.harness.scripted import ScriptedBackbone
-    from agentic_repro.scripts import auq_tables, dynagraph_tables, table1
+    from agentic_repro.scripts import auq_deepresearch, auq_tables, dynagraph_tables, table1
     from agentic_repro.scripts.collect import RunIndex
     from tests.conftest import make_spec, run
 
@@ -240,7 +240,8 @@ def test_every_protocol_line_says_how_a_sampling_rows_n_reached_the_provider(tmp
     assert runs and runs[0].config()["method"].get("sampling") == method.get("sampling")
     lines = {"table1": table1.row_protocol("SC", {"tiny": agg}, {}),
              "dynagraph": dynagraph_tables.row_protocol({"label": "SC"}, runs, {}),
-             "auq": "; ".join(auq_tables.protocol_parts(runs, {}, "tiny"))}
+             "auq": "; ".join(auq_tables.protocol_parts(runs, {}, "tiny")),
+             "auq_deepresearch": auq_deepresearch.protocol_line(agg, {"role": "base"})[0]}
     for name, line in lines.items():
         if mode:
             assert f"n_mode {mode}" in line, (name, line)
