@@ -20,9 +20,9 @@ from pathlib import Path
 
 
 def convert(gguf: Path, out: Path) -> dict:
-    import torch
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+    import torch  # pyright: ignore[reportMissingImports]  (runs in .venv-vllm, `make install-vllm`)
+    import transformers  # pyright: ignore[reportMissingImports]  (runs in .venv-vllm)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer  # pyright: ignore[reportMissingImports]
 
     t0 = time.monotonic()
     folder, name = str(gguf.parent), gguf.name
