@@ -489,60 +489,6 @@ class LlamaServerBackbone(OpenAICompatibleBackbone):
         return len(tokens or []) + (1 if ch.get("finish_reason") == "stop" else 0)
 
 
-class VLLMInProcessBackbone:
-    """``vllm.LLM`` in this process, for GPU users who do not want a server."""
-
-    supports_n = True
-
-    def __init__(self, *, name: str, model: str, price: Price, params: float | None = None,
-                 max_concurrency: int = 64, engine_args: dict[str, Any] | None = None) -> None:
-        try:
-            import vllm  # noqa: F401  # pyright: ignore[reportMissingImports]  (the gpu extra)
-        except ImportError as exc:  # pragma: no cover - depends on the extra
-            raise BackboneError(
-                "backbone=vllm-inprocess needs vLLM and a GPU: install the `gpu` extra "
-                "(`pip install -e .[gpu]`), or use backbone=vllm with a running `vllm serve` URL") from exc
-        from vllm import LLM  # pyright: ignore[reportMissingImports]  (the gpu extra)
-
-        self.name, self.model, self.price, self.params = name, model, price, params
-        self.max_concurrency = max_concurrency
-        self.adapters: dict[str, dict[str, Any]] = {}
-        self._llm = LLM(model=model, **(engine_args or {}))
-        self._lock = asyncio.Lock()
-
-    def identity(self) -> dict[str, Any]:
-        return {"kind": "vllm-inprocess", "model": self.model}
-
-    def cache_identity(self) -> dict[str, Any]:
-        return {"model": self.model}
-
-    def adapter_identity(self, name: str) -> dict[str, Any]:
-        check_adapter(self.name, self.adapters, name)
-        return self.adapters[name]
-
-    async def complete(self, messages: list[Message], sampling: dict[str, Any], n: int, *,
-                       adapter: str | None = None) -> BackboneResult:
-        from vllm import SamplingParams  # pyright: ignore[reportMissingImports]  (the gpu extra)
-
-        check_adapter(self.name, self.adapters, adapter)  # in-process LoRA: use a vLLM server or peft
-
-        sp = SamplingParams(n=n, temperature=sampling.get("temperature") or 0.0,
-                            top_p=sampling.get("top_p") or 1.0, max_tokens=sampling.get("max_tokens"),
-                            stop=sampling.get("stop"), seed=sampling.get("seed"),
-                            logprobs=sampling.get("top_logprobs") if sampling.get("logprobs") else None)
-        start = time.perf_counter()
-        async with self._lock:
-            out = await asyncio.to_thread(self._llm.chat, messages, sp, use_tqdm=False)
-        req = out[0]
-        comps = [Completion(text=o.text, prompt_tokens=len(req.prompt_token_ids) if i == 0 else 0,
-                            completion_tokens=len(o.token_ids), finish_reason=o.finish_reason)
-                 for i, o in enumerate(req.outputs)]
-        return BackboneResult(comps, 0, time.perf_counter() - start)
-
-    async def aclose(self) -> None:
-        return None
-
-
 def api_key_from_env(var: str | None, backbone_name: str) -> str:
     """Read the key named by the config; fail before any work starts when it is missing."""
     if not var:
