@@ -44,7 +44,6 @@ import importlib.util
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -57,6 +56,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from agentic_repro.harness.process_group import stop_process_group
 
 if TYPE_CHECKING:  # typing.Self is Python 3.11+
     from typing_extensions import Self
@@ -560,17 +561,7 @@ class LocalServer:
         rc: int | None = None
         if proc is not None:
             wait = self.stop_timeout if timeout is None else float(timeout)
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(wait)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(5)
-            rc = proc.poll()
+            rc = stop_process_group(proc, timeout=wait, kill_wait=5)
         if self._log_fh is not None:
             with contextlib.suppress(OSError):
                 self._log_fh.close()

@@ -16,7 +16,6 @@ import contextlib
 import itertools
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -28,6 +27,7 @@ from typing import Any
 from agentic_repro.harness.adapters import adapter_identity, parse_adapters
 from agentic_repro.harness.backbone import BackboneError, BackboneResult, check_adapter
 from agentic_repro.harness.types import Completion
+from agentic_repro.harness.process_group import stop_process_group
 
 __all__ = ["EngineWorker", "VLLMEngineBackbone", "build_vllm_engine_backbone"]
 
@@ -129,14 +129,7 @@ class EngineWorker:
         with contextlib.suppress(OSError):
             if proc.stdin:
                 proc.stdin.close()  # the worker's loop ends when stdin closes
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(10)
-        return proc.poll()
+        return stop_process_group(proc, timeout=timeout, polite=False)
 
 
 class VLLMEngineBackbone:

@@ -18,7 +18,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentic_repro.harness.process_group import stop_process_group
 from agentic_repro.harness.embedded.server import HOST, LocalServerError, _free_port, _tail
 
 __all__ = ["EXPLICIT_SAMPLING", "URL_ENV", "VLLMServer", "VLLMServerKey", "build_command", "server_models",
@@ -209,17 +209,7 @@ class VLLMServer:
         _live.discard(self)
         rc = None
         if proc is not None:
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout)
-                except subprocess.TimeoutExpired:
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, signal.SIGKILL)
-                    with contextlib.suppress(subprocess.TimeoutExpired):
-                        proc.wait(10)
-            rc = proc.poll()
+            rc = stop_process_group(proc, timeout=timeout)
         if self._log is not None:
             with contextlib.suppress(OSError):
                 self._log.close()
