@@ -1,9 +1,12 @@
 """LLM-judge scoring beside the deterministic scorer (DyFlow scores MATH, LiveBench, SocialMaze this way).
 
+:class:`JudgeScorer` is the scorer a benchmark config's ``judge:`` block names (harness/scorers.py); the runner
+calls it as it calls any scorer there, knowing no judge.
+
 A benchmark config opts in with ``judge: {enabled: true, prompt: "...{question}...{ground_truth}...{solution}...",
 max_tokens, temperature}``; the judge runs only when the run configures the ``judge`` role
 (``backbone@roles.judge=<config>`` or ``roles.judge.adapter=<name>``), so a plain run never pays for it.
-The runner then asks the judge once per answered prediction (role ``judge``, stage ``judge`` in the
+The judge is then asked once per answered prediction (role ``judge``, stage ``judge`` in the
 ledger), records ``judge`` (verdict, score, rule) beside the deterministic ``score``, and metrics.json
 gets ``judge_score`` and ``judge_agreement`` (the fraction of judged predictions where both agree).
 
@@ -25,7 +28,14 @@ import hashlib
 import re
 from dataclasses import dataclass
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from agentic_repro.harness.results import pass_at_k
+from agentic_repro.harness.types import Score
+
+if TYPE_CHECKING:
+    from agentic_repro.harness.context import ProblemContext, RunContext
+    from agentic_repro.harness.types import Problem, Solution
 
 JUDGE_ROLE = "judge"
 JUDGE_STAGE = "judge"
@@ -155,3 +165,60 @@ def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str,
                       **reasks_of([p["judge"] for p in judged]),
                       "agree": agree, "correct_threshold": threshold,
                       "prompt_sha256": sorted({p["judge"].get("prompt_sha256") for p in judged} - {None}), **extra}}
+
+
+@dataclass(frozen=True)
+class JudgeScorer:
+    """The LLM judge as a scorer (harness/scorers.py): records ``judge`` beside the prediction, its numbers in
+    metrics.json; when ``headline``, its score is the prediction's. A failed call, or a headline reply still
+    unusable after ``max_attempts``, raises: the problem's error (``JudgeError: ...``), never a 0."""
+
+    spec: JudgeSpec
+    key: str = "judge"
+    role: str | None = JUDGE_ROLE
+    error_label: str = "JudgeError"
+
+    @classmethod
+    def from_config(cls, cfg: dict[str, Any] | None, *, benchmark: str,
+                    roles_cfg: dict[str, Any]) -> JudgeScorer | None:
+        """None unless the block is enabled and the run configures the judge role; a headline judge without
+        the role refuses the run (its predictions would have no score)."""
+        spec = JudgeSpec.from_config(cfg)
+        if spec is None:
+            return None
+        if not role_configured(roles_cfg):
+            if spec.headline:
+                raise ValueError(f"benchmark {benchmark} is scored by an LLM judge only: set the "
+                                 "judge role, e.g. backbone@roles.judge=gpt-4o-mini (docs: harness/judge.py)")
+            return None
+        return cls(spec)
+
+    def stand_in(self, benchmark: Any, answer: str, problem: Problem) -> Score | None:
+        if not self.spec.headline:
+            return None
+        _, rule = benchmark.extract(answer, problem)
+        return Score(0.0, None, {"rule": rule, "scored_by": "judge"})
+
+    async def score(self, ctx: RunContext, pctx: ProblemContext, benchmark: Any, problem: Problem,
+                    solution: Solution, value: float, record: dict[str, Any]) -> float:
+        judged = await judge_answer(ctx.llms[JUDGE_ROLE], self.spec, benchmark, problem, solution.answer,
+                                    seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get(JUDGE_ROLE))
+        record[self.key] = judged
+        if not self.spec.headline:
+            return value
+        if judged["score"] is None:
+            why = ", ".join(f"{k} x{v}" for k, v in reasks_of([judged])["rejected"].items())
+            raise JudgeUnparsed(f"no usable judge reply in {self.spec.max_attempts} attempt(s) ({why}): "
+                                f"{judged['output'][-200:]!r}")
+        return judged["score"]
+
+    def add_metrics(self, metrics: dict[str, Any], answered: list[dict[str, Any]], latest: list[dict[str, Any]],
+                    samples_per_task: int, threshold: float) -> None:
+        metrics.update(judge_metrics(answered, threshold))
+        # replies asked again, errored problems' too (a judge unusable 10 times is the problem's error)
+        metrics["judge"].update(reasks_of([r["judge"] for r in latest if isinstance(r.get("judge"), dict)]))
+        metrics["judge"]["by_role"] = metrics["by_role"].get(JUDGE_ROLE)
+        if samples_per_task > 1:
+            judged = [{**r, "score": r["judge"]["score"]} for r in answered
+                      if isinstance(r.get("judge"), dict) and r["judge"].get("score") is not None]
+            metrics["judge"]["pass_at_k"] = pass_at_k(judged, samples_per_task, 0.5)["pass_at_k"]

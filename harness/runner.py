@@ -31,8 +31,7 @@ from agentic_repro.harness.meta import run_metadata
 from agentic_repro.harness.n_mode import n_mode_of
 from agentic_repro.harness.method import Method, build_method, check_requirements, resolve
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
-from agentic_repro.harness.judge import JudgeSpec, JudgeUnparsed, judge_answer, judge_metrics, reasks_of
-from agentic_repro.harness.judge import role_configured as judge_role_configured
+from agentic_repro.harness.scorers import build_scorers
 from agentic_repro.harness.llm import BudgetStop, DollarCap, LLMClient, RunAborted
 from agentic_repro.harness.lock import FolderLock
 from agentic_repro.harness.spec import backbone_dir
@@ -114,16 +113,12 @@ class Runner:
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
-        # the benchmark's LLM judge (harness/judge.py) runs when the judge role is configured
-        self._judge = JudgeSpec.from_config(spec.benchmark_cfg.get("judge"))
-        if self._judge is not None and not judge_role_configured(spec.roles_cfg):
-            if self._judge.headline:
-                raise ValueError(f"benchmark {spec.benchmark_cfg['name']} is scored by an LLM judge only: set the "
-                                 "judge role, e.g. backbone@roles.judge=gpt-4o-mini (docs: harness/judge.py)")
-            self._judge = None
+        # the scorers the benchmark config names beside its own score (harness/scorers.py: e.g. an LLM judge)
+        self._scorers = build_scorers(spec.benchmark_cfg, spec.roles_cfg)
         declared = spec.method_cfg.get("roles")
-        if self._judge is not None and declared and "judge" not in declared:
-            declared = [*declared, "judge"]  # the judge is the runner's role, not the method's
+        extra = [s.role for s in self._scorers if s.role is not None and declared and s.role not in declared]
+        if extra:
+            declared = [*declared, *extra]  # a scorer's role is the run's, not the method's
         self.roles: dict[str, Role] = resolve_roles(spec.backbone_cfg, spec.roles_cfg, declared)
         self.progress = None
         self._done_scores: list[float] = []
@@ -358,9 +353,9 @@ class Runner:
 
     async def _solve_and_record(self, problem: Problem, ctx: RunContext, writer: ResultWriter,
                                 sample: tuple[str, int, int] | None = None) -> Solution:
-        """Solve one problem, score it, judge it, append its record. ``sample``: (record id, sample index, its run
+        """Solve one problem, score it, append its record. ``sample``: (record id, sample index, its run
         seed) when the run makes several samples per problem. A failure of the problem (the method, the environment,
-        the scorer, the judge) is its ``status: error``, never a score; a failure of the run propagates."""
+        a scorer) is its ``status: error``, never a score; a failure of the run propagates."""
         attempt = uuid.uuid4().hex[:12]
         if sample is not None:  # an independent sample: its own run seed (request seeds, ctx.rng, env seed)
             ctx = dataclasses.replace(ctx, seed=sample[2])
@@ -381,9 +376,9 @@ class Runner:
             value, extracted, details = 0.0, None, {"not_scored": "the problem errored"}
         else:
             status, error, value, extracted, details = await self._score_or_error(solution, problem, host)
-        judged = None
-        if self._judge is not None and status == "ok" and host is None:
-            judged, value, status, error = await self._judge_or_error(ctx, pctx, problem, solution, value)
+        scored: dict[str, Any] = {}  # what the benchmark's other scorers record beside the prediction
+        if self._scorers and status == "ok" and host is None:
+            value, status, error = await self._extra_scores_or_error(ctx, pctx, problem, solution, value, scored)
         summary = pctx.summary()
         rec = {
             "id": problem.id if sample is None else sample[0], "index": problem.index, "status": status,
@@ -398,8 +393,7 @@ class Runner:
         }
         if host is not None:
             rec["episodes"] = [ep.to_dict() for ep in host.episodes]
-        if judged is not None:
-            rec["judge"] = judged
+        rec.update(scored)
         if sample is not None:
             rec.update(problem_id=problem.id, sample=sample[1], sample_seed=sample[2])
         writer.append(rec, pctx.calls)
@@ -449,25 +443,19 @@ class Runner:
             return ("error", f"ScoringError: {type(exc).__name__}: {exc}", 0.0, None,
                     {"not_scored": "the scorer raised", "traceback": traceback.format_exc(limit=8)})
 
-    async def _judge_or_error(self, ctx: RunContext, pctx: ProblemContext, problem: Problem, solution: Solution,
-                              value: float) -> tuple[dict[str, Any] | None, float, str, str | None]:
-        """the LLM judge beside the deterministic score: (its record, the score — the judge's when it is
-        the headline —, status, error). Its failure is the problem's error, never a 0."""
-        judged = None
-        try:
-            judged = await judge_answer(ctx.llms["judge"], self._judge, self.benchmark, problem, solution.answer,
-                                        seed=ctx.seed, sink=pctx.calls.append, adapter=ctx.adapters.get("judge"))
-            if self._judge.headline:
-                if judged["score"] is None:
-                    why = ", ".join(f"{k} x{v}" for k, v in reasks_of([judged])["rejected"].items())
-                    raise JudgeUnparsed(f"no usable judge reply in {self._judge.max_attempts} attempt(s) ({why}): "
-                                        f"{judged['output'][-200:]!r}")
-                value = judged["score"]
-        except RUN_LEVEL:
-            raise
-        except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
-            return judged, value, "error", f"JudgeError: {type(exc).__name__}: {exc}"
-        return judged, value, "ok", None
+    async def _extra_scores_or_error(self, ctx: RunContext, pctx: ProblemContext, problem: Problem,
+                                     solution: Solution, value: float,
+                                     scored: dict[str, Any]) -> tuple[float, str, str | None]:
+        """The benchmark's other scorers (harness/scorers.py) on an answered prediction, their records into
+        ``scored``: (the score — a headline scorer's —, status, error). A failure is the problem's error, never a 0."""
+        for scorer in self._scorers:
+            try:
+                value = await scorer.score(ctx, pctx, self.benchmark, problem, solution, value, scored)
+            except RUN_LEVEL:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported as this problem's error, retried on resume
+                return value, "error", f"{scorer.error_label}: {type(exc).__name__}: {exc}"
+        return value, "ok", None
 
     async def _score(self, solution: Solution, problem: Problem, host: EnvHost | None) -> Score:
         """The benchmark's score, retried ``runner.score_retries`` times (default 1) when the scorer raises:
@@ -478,9 +466,10 @@ class Runner:
             try:
                 if host is not None:  # the environment's verdict, never the method's claim
                     return await self.benchmark.score_episodes(host.episodes, problem)
-                if self._judge is not None and self._judge.headline:  # scored by the judge
-                    _, rule = self.benchmark.extract(solution.answer, problem)
-                    return Score(0.0, None, {"rule": rule, "scored_by": "judge"})
+                for scorer in self._scorers:  # a scorer that is the prediction's score (e.g. a headline judge)
+                    stand_in = scorer.stand_in(self.benchmark, solution.answer, problem)
+                    if stand_in is not None:
+                        return stand_in
                 return await self.benchmark.score(solution.answer, problem)
             except RUN_LEVEL:
                 raise
@@ -547,21 +536,14 @@ class Runner:
 
     def _add_answer_metrics(self, metrics: dict[str, Any], answered: list[dict[str, Any]],
                             latest: list[dict[str, Any]], tasks: list[tuple[str, Problem, int | None, int]]) -> None:
-        """pass@k over samples, the LLM judge's scores, and the method's own counters (from its config)."""
+        """pass@k over samples, the other scorers' numbers (e.g. an LLM judge's), the method's own counters."""
         thr = float(self.spec.runner_cfg.get("correct_threshold", 0.5))
         k = self.spec.samples_per_task
         if k > 1:
             metrics.update(samples_per_task=k, n_problems=len({t[1].id for t in tasks}),
                            **pass_at_k(answered, k, thr))
-        if self._judge is not None:
-            metrics.update(judge_metrics(answered, thr))
-            # replies asked again, errored problems' too (a judge unusable 10 times is the problem's error)
-            metrics["judge"].update(reasks_of([r["judge"] for r in latest if isinstance(r.get("judge"), dict)]))
-            metrics["judge"]["by_role"] = metrics["by_role"].get("judge")
-            if k > 1:
-                judged = [{**r, "score": r["judge"]["score"]} for r in answered
-                          if isinstance(r.get("judge"), dict) and r["judge"].get("score") is not None]
-                metrics["judge"]["pass_at_k"] = pass_at_k(judged, k, 0.5)["pass_at_k"]
+        for scorer in self._scorers:
+            scorer.add_metrics(metrics, answered, latest, k, thr)
         if self.spec.method_cfg.get("run_counts"):  # a method's own counters (fallbacks, re-asks), from its config
             metrics["method_counts"] = resolve(self.spec.method_cfg["run_counts"])(latest)
 
