@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from agentic_repro.evaluators.extract import extract_code
+from agentic_repro.harness.context import ProblemContext
 
 # ---- released prompts (AFlow scripts/prompts/prompt.py; MaAS op_prompt.py for SelfRefine / GenerateCoT) ----------
 
@@ -260,7 +261,7 @@ class Ops:
     """One problem's operator context: the role the operators call, their sampling defaults, a per-(stage,
     prompt) sample counter and the trace of every operator call (JSON-serialisable, for ``Solution.trace``)."""
 
-    def __init__(self, ctx: Any, *, role: str | None = None, stage_prefix: str = "", programmer_timeout_s: float = 30.0,
+    def __init__(self, ctx: ProblemContext, *, role: str | None = None, stage_prefix: str = "", programmer_timeout_s: float = 30.0,
                  max_chars: int = 400, **sampling: Any) -> None:
         self.ctx = ctx
         self.role = role
@@ -272,7 +273,7 @@ class Ops:
         self.trace: list[dict[str, Any]] = []
 
     @classmethod
-    def of(cls, ctx: Any) -> Ops:
+    def of(cls, ctx: OpsContext) -> Ops:
         if isinstance(ctx, Ops):
             return ctx
         ops = _DEFAULT_OPS.get(ctx)
@@ -312,8 +313,11 @@ class Ops:
         return self.ctx.rng
 
 
+#: what an operator takes: a method's ProblemContext (its Ops kept per context) or an Ops it built itself
+OpsContext = ProblemContext | Ops
+
 # one Ops per bare ProblemContext, for the context's lifetime only (weak keys: it dies with the context)
-_DEFAULT_OPS: weakref.WeakKeyDictionary[Any, Ops] = weakref.WeakKeyDictionary()
+_DEFAULT_OPS: weakref.WeakKeyDictionary[ProblemContext, Ops] = weakref.WeakKeyDictionary()
 
 
 # ---- response parsing (the fill modes) ------------------------------------------------------------------------
@@ -356,7 +360,7 @@ def lettered(solutions: list[str]) -> str:
 
 # ---- the operators -------------------------------------------------------------------------------------------
 
-async def custom(ctx: Any, input: str, instruction: str, *, stage: str = "Custom") -> dict[str, Any]:
+async def custom(ctx: OpsContext, input: str, instruction: str, *, stage: str = "Custom") -> dict[str, Any]:
     """AFlow Custom / MaAS Generate: ``instruction + input``, the raw answer as ``response``."""
     ops = Ops.of(ctx)
     text = await ops.ask(instruction + input, stage=stage)
@@ -367,7 +371,7 @@ async def custom(ctx: Any, input: str, instruction: str, *, stage: str = "Custom
 generate = custom
 
 
-async def answer_generate(ctx: Any, input: str, *, stage: str = "AnswerGenerate") -> dict[str, Any]:
+async def answer_generate(ctx: OpsContext, input: str, *, stage: str = "AnswerGenerate") -> dict[str, Any]:
     """AFlow AnswerGenerate: XML ``thought`` and ``answer`` (a missing tag gives ''; ``raw`` keeps the text)."""
     ops = Ops.of(ctx)
     text = await ops.ask(xml_prompt(ANSWER_GENERATION_PROMPT.format(input=input), ["thought", "answer"]), stage=stage)
@@ -377,7 +381,7 @@ async def answer_generate(ctx: Any, input: str, *, stage: str = "AnswerGenerate"
     return out
 
 
-async def custom_code_generate(ctx: Any, problem: str, entry_point: str, instruction: str, *,
+async def custom_code_generate(ctx: OpsContext, problem: str, entry_point: str, instruction: str, *,
                                stage: str = "CustomCodeGenerate") -> dict[str, Any]:
     """AFlow CustomCodeGenerate: ``instruction + problem``, the program (code_fill for ``entry_point``)."""
     ops = Ops.of(ctx)
@@ -387,7 +391,7 @@ async def custom_code_generate(ctx: Any, problem: str, entry_point: str, instruc
     return {"response": code, "raw": text}
 
 
-async def generate_cot(ctx: Any, input: str, instruction: str, *, stage: str = "GenerateCoT") -> dict[str, Any]:
+async def generate_cot(ctx: OpsContext, input: str, instruction: str, *, stage: str = "GenerateCoT") -> dict[str, Any]:
     """MaAS GenerateCoT: math/QA: the CoT template with two demonstrations; code: ``instruction + input``
     with code_fill (MaAS HumanEval)."""
     ops = Ops.of(ctx)
@@ -401,14 +405,14 @@ async def generate_cot(ctx: Any, input: str, instruction: str, *, stage: str = "
     return {"response": resp}
 
 
-async def multi_generate_cot(ctx: Any, input: str, instruction: str, *, n: int = 3,
+async def multi_generate_cot(ctx: OpsContext, input: str, instruction: str, *, n: int = 3,
                              stage: str = "MultiGenerateCoT") -> dict[str, Any]:
     """MaAS MultiGenerateCoT: three GenerateCoT samples (distinct sample indices)."""
     outs = await asyncio.gather(*[generate_cot(ctx, input, instruction, stage=stage) for _ in range(n)])
     return {"response": [o["response"] for o in outs]}
 
 
-async def sc_ensemble(ctx: Any, solutions: list[str], problem: str, *, stage: str = "ScEnsemble",
+async def sc_ensemble(ctx: OpsContext, solutions: list[str], problem: str, *, stage: str = "ScEnsemble",
                       prompt: str = SC_ENSEMBLE_PROMPT) -> dict[str, Any]:
     """AFlow ScEnsemble (universal self-consistency): lettered candidates, the LLM names the most consistent."""
     ops = Ops.of(ctx)
@@ -424,13 +428,13 @@ async def sc_ensemble(ctx: Any, solutions: list[str], problem: str, *, stage: st
     return {"response": sols[0 if i is None else i], "index": 0 if i is None else i, "fallback": i is None}
 
 
-async def sc_ensemble_qa(ctx: Any, solutions: list[str], *, stage: str = "ScEnsemble") -> dict[str, Any]:
+async def sc_ensemble_qa(ctx: OpsContext, solutions: list[str], *, stage: str = "ScEnsemble") -> dict[str, Any]:
     """AFlow's DROP/HotpotQA ScEnsemble: the same vote without the question (``sc_ensemble(solutions)``; a
     ``problem`` argument is a TypeError in the release, an operator error here)."""
     return await sc_ensemble(ctx, solutions, "", stage=stage, prompt=SC_ENSEMBLE_QA_PROMPT)
 
 
-async def md_ensemble(ctx: Any, solutions: list[str], problem: str, mode: str | None = None, *, vote_count: int = 5,
+async def md_ensemble(ctx: OpsContext, solutions: list[str], problem: str, mode: str | None = None, *, vote_count: int = 5,
                       stage: str = "MdEnsemble") -> dict[str, Any]:
     """AFlow MdEnsemble (Medprompt): ``vote_count`` rounds over shuffled candidates, majority of the picks."""
     ops = Ops.of(ctx)
@@ -486,7 +490,7 @@ async def run_solve(code: str, *, timeout_s: float = 30.0, memory_mb: int = 1024
     return "Error", f"Execution error: {err[-1500:]}"
 
 
-async def programmer(ctx: Any, problem: str, analysis: str = "None", *, attempts: int = 3,
+async def programmer(ctx: OpsContext, problem: str, analysis: str = "None", *, attempts: int = 3,
                      stage: str = "Programmer") -> dict[str, Any]:
     """AFlow Programmer: write ``solve()``, run it (sandbox), up to ``attempts`` tries with the error fed back."""
     ops = Ops.of(ctx)
@@ -516,7 +520,7 @@ async def _visible_tests(ops: Ops, solution: str) -> dict[str, Any] | None:
     return await ops.ctx.benchmark.run_public_tests(f"```python\n{code}\n```", ops.ctx.problem)
 
 
-async def test(ctx: Any, problem: str, solution: str, entry_point: str, test_loop: int = 3, *,
+async def test(ctx: OpsContext, problem: str, solution: str, entry_point: str, test_loop: int = 3, *,
                stage: str = "Test") -> dict[str, Any]:
     """AFlow Test: run the *visible* tests; on failure reflect and rewrite, ``test_loop`` times; then a last
     check. No visible tests (or not a code task): ``result`` True with the solution unchanged, as AFlow's
@@ -551,7 +555,7 @@ async def test(ctx: Any, problem: str, solution: str, entry_point: str, test_loo
     return {"result": ok, "solution": solution}
 
 
-async def review(ctx: Any, problem: str, solution: str, mode: str | None = None, *,
+async def review(ctx: OpsContext, problem: str, solution: str, mode: str | None = None, *,
                  stage: str = "Review") -> dict[str, Any]:
     """AFlow Review: XML ``review_result`` (bool; a missing tag reads False, MetaGPT's default) and ``feedback``."""
     ops = Ops.of(ctx)
@@ -563,7 +567,7 @@ async def review(ctx: Any, problem: str, solution: str, mode: str | None = None,
     return out
 
 
-async def revise(ctx: Any, problem: str, solution: str, feedback: str, mode: str | None = None, *,
+async def revise(ctx: OpsContext, problem: str, solution: str, feedback: str, mode: str | None = None, *,
                  stage: str = "Revise") -> dict[str, Any]:
     """AFlow Revise: XML ``solution`` (a missing tag keeps the raw text)."""
     ops = Ops.of(ctx)
@@ -575,7 +579,7 @@ async def revise(ctx: Any, problem: str, solution: str, feedback: str, mode: str
     return out
 
 
-async def format_answer(ctx: Any, problem: str, solution: str, mode: str | None = None, *,
+async def format_answer(ctx: OpsContext, problem: str, solution: str, mode: str | None = None, *,
                         stage: str = "Format") -> dict[str, Any]:
     """AFlow Format: a short answer extracted from ``solution`` (single_fill -> ``solution``)."""
     ops = Ops.of(ctx)
@@ -587,7 +591,7 @@ async def format_answer(ctx: Any, problem: str, solution: str, mode: str | None 
 format = format_answer  # AFlow's name for the operator
 
 
-async def self_refine(ctx: Any, problem: str, solution: str, *, stage: str = "SelfRefine") -> dict[str, Any]:
+async def self_refine(ctx: OpsContext, problem: str, solution: str, *, stage: str = "SelfRefine") -> dict[str, Any]:
     """MaAS SelfRefine: one refinement of ``solution``; single_fill (the raw text) on math/QA as MaAS's GSM8K and
     MATH templates, code_fill (the program) on code as its HumanEval template (``operator.py`` SelfRefine)."""
     ops = Ops.of(ctx)
@@ -598,7 +602,7 @@ async def self_refine(ctx: Any, problem: str, solution: str, *, stage: str = "Se
     return {"response": text}
 
 
-async def early_stop(ctx: Any) -> dict[str, Any]:
+async def early_stop(ctx: OpsContext) -> dict[str, Any]:
     """MaAS EarlyStop: no call; tells the workflow to stop activating operators."""
     Ops.of(ctx).record("EarlyStop")
     return {"terminate": True}
