@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentic_repro.harness.context import ProblemContext
@@ -98,12 +99,9 @@ class _Node:
         self.messages: list[dict[str, str]] | None = None
 
 
-async def dylan(problem: ProblemView, ctx: ProblemContext, *, roles: list[str] | dict[str, list[str]] | None = None,
-                layers: int = 3, top_m: int = 2, temperature: float | dict[str, float] | None = None,
-                system: str = SYSTEM, first_template: str = FIRST_TEMPLATE,
-                message_template: str = MESSAGE_TEMPLATE, rank_template: str = RANK_TEMPLATE,
-                code_choice: str = "majority") -> Solution:
-    domain = ctx.benchmark.domain
+def _team(domain: str, roles: list[str] | dict[str, list[str]] | None,
+          temperature: float | dict[str, float] | None) -> tuple[list[str], float]:
+    """The agents' roles for ``domain`` (a dict per domain, QA's as the fallback) and their temperature."""
     if roles is None:
         roles = DEFAULT_ROLES
     team = list(roles.get(domain, roles.get("qa", [])) if isinstance(roles, dict) else roles)
@@ -112,108 +110,152 @@ async def dylan(problem: ProblemView, ctx: ProblemContext, *, roles: list[str] |
     if temperature is None:
         temperature = DEFAULT_TEMPERATURE
     temp = float(temperature.get(domain, 1.0)) if isinstance(temperature, dict) else float(temperature)
-    n = len(team)
-    rng = ctx.rng
-    nodes: list[list[_Node]] = []
-    active = list(range(n))      # agents active in the current layer
-    senders = list(range(n))     # agents whose previous-layer replies are passed on
-    ranked: list[dict[str, Any]] = []
-    stop: dict[str, Any] = {"reason": "last-layer"}
-    final_nodes: list[_Node] = []
+    return team, temp
 
-    async def activate(node: _Node, prev: list[_Node] | None) -> None:
-        sys_prompt = f"{ROLES.get(team[node.agent], team[node.agent])}\n{system}"
+
+def _rating_weights(reply: str, n_inputs: int) -> list[float]:
+    """The 1-5 ratings a reply gives the replies it received, normalised to sum to 1 (uniform when unusable)."""
+    scores = last_int_list(reply, double=True) or []
+    if len(scores) != n_inputs:
+        scores = [0] * n_inputs
+    w = [s / 5 if 0 < s <= 5 else (1.0 if s > 5 else 0.0) for s in scores]
+    total = sum(w)
+    return [x / total for x in w] if total > 0 else [1 / len(w)] * len(w)
+
+
+@dataclass
+class _Network:
+    """One problem's agent network: its settings, the layers built so far and the ranker's records."""
+
+    ctx: ProblemContext
+    team: list[str]
+    temp: float
+    system: str
+    first_template: str
+    message_template: str
+    rank_template: str
+    top_m: int
+    nodes: list[list[_Node]] = field(default_factory=list)
+    ranked: list[dict[str, Any]] = field(default_factory=list)
+
+    async def activate(self, node: _Node, prev: list[_Node] | None) -> None:
+        """One agent's reply: alone in layer 1, else to the previous layer's replies (shuffled), rating them."""
+        ctx, team = self.ctx, self.team
+        sys_prompt = f"{ROLES.get(team[node.agent], team[node.agent])}\n{self.system}"
         if not prev:
-            content = fill(ctx, first_template)
+            content = fill(ctx, self.first_template)
         else:
             order = list(range(len(prev)))
-            rng.shuffle(order)                       # DyLAN shuffles the incoming messages
+            ctx.rng.shuffle(order)                   # DyLAN shuffles the incoming messages
             shown = [prev[i] for i in order]
             node.inputs = [p.agent for p in shown]
-            content = fill(ctx, message_template, solutions=quote_solutions([p.reply or "" for p in shown]),
+            content = fill(ctx, self.message_template, solutions=quote_solutions([p.reply or "" for p in shown]),
                            n=len(shown))
         node.messages = user(content, sys_prompt)
         node.reply = (await ctx.generate(node.messages, stage=f"layer_{node.layer + 1}", sample_offset=node.agent,
-                                         temperature=temp))[0].text
+                                         temperature=self.temp))[0].text
         node.key = answer_key(ctx, node.reply)
         if node.inputs:
-            scores = last_int_list(node.reply, double=True) or []
-            if len(scores) != len(node.inputs):
-                scores = [0] * len(node.inputs)
-            w = [s / 5 if 0 < s <= 5 else (1.0 if s > 5 else 0.0) for s in scores]
-            total = sum(w)
-            w = [x / total for x in w] if total > 0 else [1 / len(w)] * len(w)
-            node.weights = dict(zip(node.inputs, w))
+            node.weights = dict(zip(node.inputs, _rating_weights(node.reply, len(node.inputs))))
 
-    for layer in range(layers):
-        if layer >= 2 and len(senders) > top_m:
-            prev_layer = {nd.agent: nd for nd in nodes[-1] if nd.reply is not None}
-            cand = [a for a in senders if a in prev_layer]
-            order = list(range(len(cand)))
-            rng.shuffle(order)
-            shuffled = [cand[i] for i in order]
-            rank_msgs = user(fill(ctx, rank_template,
-                                  solutions=quote_solutions([prev_layer[a].reply or "" for a in shuffled])))
-            out = (await ctx.generate(rank_msgs, stage="rank"))[0].text
-            picks = last_int_list(out) or []
-            picks = [min(max(p - 1, 0), len(shuffled) - 1) for p in picks[:top_m]]
-            if len(set(picks)) < min(top_m, len(shuffled)):
-                picks = rng.sample(range(len(shuffled)), min(top_m, len(shuffled)))
-                parsed = False
-            else:
-                parsed = True
-            chosen = [shuffled[p] for p in picks]
-            ranked.append({"layer": layer + 1, "candidates": shuffled, "chosen": chosen, "parsed": parsed,
-                           "messages": rank_msgs, "output": out})
-            active = senders = chosen
-            # the selected agents' previous answers may already agree (MATH script of the paper)
-            if _consensus([prev_layer[a].key for a in chosen], len(chosen))[0]:
-                final_nodes = [prev_layer[a] for a in chosen]
-                stop = {"reason": "consensus-after-ranking", "layer": layer}
-                break
-        prev = None if layer == 0 else [nd for nd in nodes[-1] if nd.agent in senders and nd.reply is not None]
+    async def select(self, layer: int, senders: list[int]) -> tuple[list[int], dict[int, _Node]]:
+        """The listwise ranker's top ``top_m`` of the previous layer's replies (a seeded pick when its answer is
+        unusable): (the chosen agents, the previous layer's answered nodes by agent)."""
+        ctx = self.ctx
+        prev_layer = {nd.agent: nd for nd in self.nodes[-1] if nd.reply is not None}
+        cand = [a for a in senders if a in prev_layer]
+        order = list(range(len(cand)))
+        ctx.rng.shuffle(order)
+        shuffled = [cand[i] for i in order]
+        rank_msgs = user(fill(ctx, self.rank_template,
+                              solutions=quote_solutions([prev_layer[a].reply or "" for a in shuffled])))
+        out = (await ctx.generate(rank_msgs, stage="rank"))[0].text
+        picks = last_int_list(out) or []
+        picks = [min(max(p - 1, 0), len(shuffled) - 1) for p in picks[:self.top_m]]
+        if len(set(picks)) < min(self.top_m, len(shuffled)):
+            picks = ctx.rng.sample(range(len(shuffled)), min(self.top_m, len(shuffled)))
+            parsed = False
+        else:
+            parsed = True
+        chosen = [shuffled[p] for p in picks]
+        self.ranked.append({"layer": layer + 1, "candidates": shuffled, "chosen": chosen, "parsed": parsed,
+                            "messages": rank_msgs, "output": out})
+        return chosen, prev_layer
+
+    async def run_layer(self, layer: int, active: list[int], prev: list[_Node] | None) -> tuple[list[_Node], bool]:
+        """Activate the layer's agents one at a time in random order until more than floor(2/3) of them agree:
+        (its nodes, whether they reached consensus)."""
         order = list(active)
-        rng.shuffle(order)
+        self.ctx.rng.shuffle(order)
         this: list[_Node] = []
-        nodes.append(this)
-        reached = False
+        self.nodes.append(this)
         for pos, agent in enumerate(order):
             node = _Node(layer, agent)
             this.append(node)
-            await activate(node, prev)
-            if pos >= math.floor(2 / 3 * len(active)):
-                reached = _consensus([nd.key for nd in this], len(active))[0]
-                if reached:
-                    break
-        final_nodes = this
-        if reached:
-            stop = {"reason": "consensus", "layer": layer + 1, "activated": len(this)}
-            break
-        senders = [nd.agent for nd in this]
+            await self.activate(node, prev)
+            if pos >= math.floor(2 / 3 * len(active)) and _consensus([nd.key for nd in this], len(active))[0]:
+                return this, True
+        return this, False
 
+    async def forward(self, layers: int) -> tuple[list[_Node], dict[str, Any]]:
+        """The layers in turn, with agent selection from layer 3 on: (the final nodes, why it stopped)."""
+        n = len(self.team)
+        active = list(range(n))      # agents active in the current layer
+        senders = list(range(n))     # agents whose previous-layer replies are passed on
+        final_nodes: list[_Node] = []
+        for layer in range(layers):
+            if layer >= 2 and len(senders) > self.top_m:
+                chosen, prev_layer = await self.select(layer, senders)
+                active = senders = chosen
+                # the selected agents' previous answers may already agree (MATH script of the paper)
+                if _consensus([prev_layer[a].key for a in chosen], len(chosen))[0]:
+                    return [prev_layer[a] for a in chosen], {"reason": "consensus-after-ranking", "layer": layer}
+            prev = None if layer == 0 else [nd for nd in self.nodes[-1] if nd.agent in senders and nd.reply is not None]
+            final_nodes, reached = await self.run_layer(layer, active, prev)
+            if reached:
+                return final_nodes, {"reason": "consensus", "layer": layer + 1, "activated": len(final_nodes)}
+            senders = [nd.agent for nd in final_nodes]
+        return final_nodes, {"reason": "last-layer"}
+
+    def importance(self, final_nodes: list[_Node], winner_key: Any, winner_index: int) -> list[float]:
+        """Agent importance (backward pass): the final answer's agents share 1; an earlier agent's is the
+        rating-weighted sum of its receivers' importance. Per agent, summed over layers."""
+        agreeing = ([nd for nd in final_nodes if nd.key is not None and nd.key == winner_key]
+                    or [final_nodes[winner_index]])
+        for nd in agreeing:
+            nd.importance = 1 / len(agreeing)
+        for li in range(len(self.nodes) - 2, -1, -1):  # the final nodes always belong to the last built layer
+            receivers = [nd for nd in self.nodes[li + 1] if nd.reply is not None]
+            for nd in self.nodes[li]:
+                nd.importance = sum(r.weights.get(nd.agent, 0.0) * r.importance for r in receivers)
+        per_agent = [0.0] * len(self.team)
+        for layer_nodes in self.nodes:
+            for nd in layer_nodes:
+                per_agent[nd.agent] += nd.importance
+        return per_agent
+
+    def trace(self, stop: dict[str, Any], vote: Any, per_agent: list[float]) -> dict[str, Any]:
+        team = self.team
+        return {
+            "roles": team, "temperature": self.temp, "stop": stop, "ranker": self.ranked, "vote": vote_trace(vote),
+            "agent_importance": {f"{i}:{team[i]}": round(v, 6) for i, v in enumerate(per_agent)},
+            "layers": [[{"agent": nd.agent, "role": team[nd.agent], "inputs": nd.inputs,
+                         "weights": {str(k): round(v, 4) for k, v in nd.weights.items()},
+                         "importance": round(nd.importance, 6), "key": None if nd.key is None else str(nd.key)[:200],
+                         "messages": nd.messages, "reply": nd.reply} for nd in layer_nodes]
+                       for layer_nodes in self.nodes],
+        }
+
+
+async def dylan(problem: ProblemView, ctx: ProblemContext, *, roles: list[str] | dict[str, list[str]] | None = None,
+                layers: int = 3, top_m: int = 2, temperature: float | dict[str, float] | None = None,
+                system: str = SYSTEM, first_template: str = FIRST_TEMPLATE,
+                message_template: str = MESSAGE_TEMPLATE, rank_template: str = RANK_TEMPLATE,
+                code_choice: str = "majority") -> Solution:
+    team, temp = _team(ctx.benchmark.domain, roles, temperature)
+    net = _Network(ctx, team, temp, system, first_template, message_template, rank_template, top_m)
+    final_nodes, stop = await net.forward(layers)
     # final answer: majority of the last activated layer (for code over programs; public_tests: option)
     vote = await choose(ctx, [nd.reply or "" for nd in final_nodes], code_choice)
-    winner_key = vote.keys[vote.index]
-
-    # ---- agent importance scores (backward pass) ----------------------------------------------
-    last = final_nodes
-    agreeing = [nd for nd in last if nd.key is not None and nd.key == winner_key] or [last[vote.index]]
-    for nd in agreeing:
-        nd.importance = 1 / len(agreeing)
-    for li in range(len(nodes) - 2, -1, -1):  # the final nodes always belong to the last built layer
-        receivers = [nd for nd in nodes[li + 1] if nd.reply is not None]
-        for nd in nodes[li]:
-            nd.importance = sum(r.weights.get(nd.agent, 0.0) * r.importance for r in receivers)
-    per_agent = [0.0] * n
-    for layer_nodes in nodes:
-        for nd in layer_nodes:
-            per_agent[nd.agent] += nd.importance
-    trace = {
-        "roles": team, "temperature": temp, "stop": stop, "ranker": ranked, "vote": vote_trace(vote),
-        "agent_importance": {f"{i}:{team[i]}": round(v, 6) for i, v in enumerate(per_agent)},
-        "layers": [[{"agent": nd.agent, "role": team[nd.agent], "inputs": nd.inputs,
-                     "weights": {str(k): round(v, 4) for k, v in nd.weights.items()},
-                     "importance": round(nd.importance, 6), "key": None if nd.key is None else str(nd.key)[:200],
-                     "messages": nd.messages, "reply": nd.reply} for nd in layer_nodes] for layer_nodes in nodes],
-    }
-    return Solution(final_nodes[vote.index].reply or "", confidence=vote.share, trace=trace)
+    per_agent = net.importance(final_nodes, vote.keys[vote.index], vote.index)
+    return Solution(final_nodes[vote.index].reply or "", confidence=vote.share, trace=net.trace(stop, vote, per_agent))
