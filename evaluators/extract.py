@@ -14,9 +14,12 @@ EXTRACTION_VERSION = "2"  # 2: GSM8K protocol reading (last_number_protocol) add
 
 __all__ = [
     "EXTRACTION_VERSION",
+    "EXTRACTORS",
+    "GOLD_READERS",
     "boxed_contents",
     "extract_code",
     "extract_short_answer",
+    "gsm8k_answer",
     "gsm8k_gold",
     "last_boxed",
     "last_number",
@@ -53,6 +56,14 @@ def gsm8k_gold(answer_text: str) -> str:
     if "####" in answer_text and tail.strip():
         return nums[0] if nums else tail.strip().replace(",", "")
     return nums[-1] if nums else answer_text.strip()
+
+
+def gsm8k_answer(answer: object) -> str:
+    """The gold number of a GSM8K row in either shipped shape: the official answer (worked solution, then
+    ``#### 18``) through :func:`gsm8k_gold`; AFlow's split, whose answer is already the number, with commas
+    stripped."""
+    text = str(answer)
+    return gsm8k_gold(text) if "####" in text else text.replace(",", "").strip()
 
 
 def normalize_number(s: str | None) -> float | None:
@@ -287,3 +298,21 @@ def extract_short_answer(text: str) -> tuple[str, str]:
     if lines:
         return _strip_answer(lines[-1]), "last_line"
     return "", "empty"
+
+
+# ---- the names a config uses (``extract:`` / ``readings:`` / ``gold.read:`` of a JSONL benchmark) -------------
+
+#: Answer extractors by name: each ``text -> (answer, rule)``.
+EXTRACTORS = {
+    "last_number_protocol": last_number_protocol,
+    "last_number": last_number,
+    "last_boxed": last_boxed,
+    "extract_short_answer": extract_short_answer,
+}
+
+#: Gold readers by name: each ``row value -> gold``.
+GOLD_READERS = {
+    "text": str,
+    "gsm8k_answer": gsm8k_answer,
+    "last_boxed": lambda value: last_boxed(str(value))[0],
+}

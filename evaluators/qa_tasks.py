@@ -1,4 +1,5 @@
-"""HotpotQA and DROP: a short answer is extracted, then token F1 against the references.
+"""HotpotQA: a short answer is extracted, then token F1 against the references (DROP, scored the same way, is a
+YAML benchmark: configs/benchmark/drop.yaml, evaluators/scorers.py:score_f1).
 
 The extraction step matters: scoring verbose output with F1 is how AFlow's
 QA numbers collapsed (AFlow #27). Raw-output F1 is kept in the details so the
@@ -12,7 +13,7 @@ from collections.abc import Hashable
 
 from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark
-from agentic_repro.evaluators.text_f1 import drop_f1_aflow, drop_f1_official, hotpot_f1_official, max_f1, normalize_answer
+from agentic_repro.evaluators.text_f1 import hotpot_f1_official, max_f1, normalize_answer
 from agentic_repro.harness.types import Problem, Score
 
 
@@ -49,28 +50,3 @@ class HotpotQA(QABenchmark):
         f1 = max_f1(pred or "", [problem.gold])  # headline: DenoiseFlow A.4 token F1
         return Score(f1, pred, {"rule": rule, "f1_official": hotpot_f1_official(pred or "", problem.gold),
                                 "f1_raw_output": max_f1(text or "", [problem.gold]), "gold": problem.gold})
-
-
-class DROP(QABenchmark):
-    def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
-        passage = row["context"].rstrip()
-        if passage.endswith("Answer:"):
-            passage = passage[: -len("Answer:")].rstrip()
-        return Problem(id=str(row.get("id") or f"drop-{row_index}"), index=row_index, fields={"passage": passage},
-                       gold=str(row["ref_text"]), benchmark=self.name)
-
-    def render(self, problem: Problem) -> str:
-        return problem.fields["passage"]
-
-    async def score(self, text: str, problem: Problem) -> Score:
-        pred, rule = self.extract(text, problem)
-        mode = self.cfg.get("f1_mode", "aflow")
-        golds = problem.gold.split("|")
-        if mode == "aflow":
-            f1 = drop_f1_aflow(pred or "", problem.gold)
-        elif mode == "official":
-            f1 = drop_f1_official(pred or "", golds)
-        else:
-            raise ValueError(f"benchmark.f1_mode={mode!r}: choose 'aflow' (DenoiseFlow A.4) or 'official'")
-        return Score(f1, pred, {"rule": rule, "f1_mode": mode, "gold": problem.gold,
-                                "f1_raw_output": drop_f1_aflow(text or "", problem.gold)})

@@ -2,11 +2,20 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from agentic_repro.evaluators.math_tasks import GSM8K
+from agentic_repro.evaluators.jsonl import JSONLBenchmark
 from agentic_repro.harness.types import Problem
+
+_CFG = yaml.safe_load((Path(__file__).parents[1] / "configs" / "benchmark" / "gsm8k.yaml").read_text(encoding="utf-8"))
+
+
+def GSM8K(cfg: dict[str, Any]) -> JSONLBenchmark:  # declared in configs/benchmark/gsm8k.yaml
+    return JSONLBenchmark({**_CFG, **cfg})
 
 
 def _problem(gold: str) -> Problem:

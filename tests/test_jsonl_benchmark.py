@@ -1,0 +1,138 @@
+"""The YAML-declared benchmark (evaluators/jsonl.py): GSM8K and DROP, once classes, are now configs.
+
+The golden file (tests/fixtures/jsonl_benchmark_golden.json) was computed by the *classes* (evaluators.math_tasks.GSM8K,
+evaluators.qa_tasks.DROP at 08a4d41, before this change) with :func:`digest` below, run in a checkout of that commit:
+every shipped problem of every split (id, index, fields, gold, rendered prompt) and the scores and voting keys of
+problem-dependent and adversarial outputs. The YAML declarations must reproduce them byte for byte.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "fixtures" / "jsonl_benchmark_golden.json"
+SPLITS = {"gsm8k": ["test", "validate", "full"], "drop": ["test", "validate"]}
+
+NASTY = ["", " ", "9" * 5000, "\\boxed{" * 3000, "}" * 3000, "{" * 3000 + "1" + "}" * 3000, "\\frac{" * 2000,
+         "\u0663\u0664", "1/0", "#### 1/0", "Answer: 1e999", "<answer></answer>", "<answer> x </answer>", "**" * 1000,
+         "***x***", "\x00\x01", "\u202e", "Answer: " + "-" * 1000, "1,000,000,000,000,000,000,000.5", "$-$-$",
+         "answer is: \u221e", "Answer: nan", "Answer: inf%", "0." * 1000, "She owes \u22125 dollars", "3/4",
+         "The answer is 18. Check: 18 - 2 = 16", "\\boxed{7} and then 9", "Final answer:\n\n  twelve.  "]
+_rng = random.Random(0)
+RANDOM = ["".join(_rng.choice("0123456789.,-+/%$#(){}[]\\*_<>abcx^ \n") for _ in range(_rng.randint(1, 80)))
+          for _ in range(60)]
+
+
+def _outputs(problem: Any) -> list[str]:
+    gold = str(problem.gold)
+    first = gold.split("|")[0]
+    return [gold, first, f"The answer is {first}.", f"Answer: {first}", f"\\boxed{{{first}}}", f"#### {first}",
+            f"<answer>{first}</answer>\nthen 3", f"{first} \u2212{first} 1,234.50", str(problem.fields)[-60:]]
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, ensure_ascii=False, default=str).encode()).hexdigest()
+
+
+def digest(bench_name: str, split: str, n_adversarial: int = 15) -> dict[str, Any]:
+    """What a benchmark makes of one split: its problems and rendered prompts, and its scores (value, extracted,
+    details -- key order included, as predictions.jsonl writes them) and voting keys, as sha256 digests."""
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.compose import compose
+
+    bench = build_benchmark(compose([f"benchmark={bench_name}", f"benchmark.split={split}"])["benchmark"])
+    problems, info = bench.load()
+    shown = [[p.id, p.index, p.fields, p.gold, bench.render(p)] for p in problems]
+
+    async def scores() -> list[Any]:
+        out = []
+        for i, p in enumerate(problems):
+            texts = _outputs(p) + (NASTY + RANDOM if i < n_adversarial else [])
+            for t in texts:
+                s = await bench.score(t, p)
+                out.append([p.id, s.value, s.extracted, s.details, bench.answer_key(s.extracted),
+                            list(bench.extract(t, p))])
+        return out
+
+    scored = asyncio.run(scores())
+    return {"n": len(problems), "data_sha256": info.sha256, "domain": bench.domain,
+            "problems_sha256": _sha(shown), "scores": len(scored), "scores_sha256": _sha(scored),
+            "first_problem": shown[0][:4], "first_score": scored[0]}
+
+
+def _golden() -> dict[str, Any]:
+    return json.loads(GOLDEN.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("bench_name,split", [(b, s) for b, splits in SPLITS.items() for s in splits])
+def test_the_yaml_benchmark_reproduces_the_class_it_replaced(bench_name: str, split: str) -> None:
+    want = _golden()[f"{bench_name}/{split}"]
+    got = json.loads(json.dumps(digest(bench_name, split), ensure_ascii=False, default=str))
+    assert got["data_sha256"] == want["data_sha256"], "the data file changed: the golden file no longer applies"
+    assert got["first_problem"] == want["first_problem"]
+    assert got["first_score"] == want["first_score"]
+    assert got == want
+
+
+def _declared(**over: Any) -> dict[str, Any]:
+    cfg = {"name": "tiny", "split": "test", "splits": {"test": "tiny.jsonl"}, "domain": "qa",
+           "kind": "agentic_repro.evaluators.jsonl:JSONLBenchmark", "fields": {"question": "q"},
+           "gold": {"field": "a"}, "prompt": "Q: {question}", "extract": "extract_short_answer", "scorer": "exact"}
+    return {**cfg, **over}
+
+
+def test_only_the_declared_fields_reach_the_problem_and_the_gold_stays_out_of_the_view(tmp_path: Path) -> None:
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.view import GoldHidden, ProblemView
+
+    (tmp_path / "tiny.jsonl").write_text(json.dumps({"q": "Capital of France?", "a": "Paris|paris city",
+                                                     "secret": "the hidden column"}) + "\n", encoding="utf-8")
+    bench = build_benchmark(_declared())
+    (p,), info = bench.load(tmp_path)
+    assert p.id == "tiny-0" and p.fields == {"question": "Capital of France?"} and info.total == 1
+    assert bench.render(p) == "Q: Capital of France?"
+    view = ProblemView.of(p, bench.hidden())
+    assert "Paris" not in repr(view) and "hidden column" not in repr(view)
+    with pytest.raises(GoldHidden):
+        _ = view.gold
+    right, wrong, empty = (asyncio.run(bench.score(t, p)) for t in ("Answer: the Paris.", "Answer: Lyon", ""))
+    assert (right.value, right.extracted, right.details["rule"]) == (1.0, "the Paris", "answer_marker")
+    assert wrong.value == 0.0 and empty.value == 0.0 and empty.details["rule"] == "empty"
+    assert bench.answer_key("The PARIS") == bench.answer_key("paris")
+
+
+@pytest.mark.parametrize("over,match", [
+    ({"extract": "last_nubmer"}, r"benchmark.extract='last_nubmer': choose one of"),
+    ({"scorer": "bleu"}, r"benchmark.scorer='bleu': choose one of \['exact', 'f1', 'math', 'numeric'\]"),
+    ({"prompt": "{question} {context}"}, r"prompt .* is not a template over fields \['question'\]"),
+    ({"gold": {"field": "a", "read": "gsm8k"}}, r"benchmark.gold.read='gsm8k'"),
+    ({"fields": {"question": {"key": "q"}}}, r"fields.question must be a row key"),
+    ({"scorer": "f1", "f1_mode": "squad"}, r"benchmark.f1_mode='squad'"),
+    ({"readings": {"a": "last_number"}}, r"readings: is for scorer: numeric"),
+    ({"prompt": None}, r"needs `prompt:`"),
+])
+def test_a_config_error_names_the_key_before_any_call(over: dict[str, Any], match: str) -> None:
+    from agentic_repro.harness.benchmark import build_benchmark
+
+    with pytest.raises(ValueError, match=match):
+        build_benchmark(_declared(**over))
+
+
+def test_numeric_and_math_scorers_through_yaml() -> None:
+    from agentic_repro.evaluators.jsonl import JSONLBenchmark
+    from agentic_repro.harness.types import Problem
+
+    num = JSONLBenchmark(_declared(scorer="numeric", extract="last_number", domain="math"))
+    p = Problem(id="x", index=0, fields={"question": "q"}, gold="1,000", benchmark="tiny")
+    s = asyncio.run(num.score("so \\boxed{1000.0}", p))
+    assert s.value == 1.0 and s.details["readings"]["last_number"]["rule"] == "boxed" and num.domain == "math"
+    math = JSONLBenchmark(_declared(scorer="math", extract="last_boxed", equivalence="aflow", domain="math"))
+    p = Problem(id="x", index=0, fields={"question": "q"}, gold="\\frac{1}{2}", benchmark="tiny")
+    assert asyncio.run(math.score("\\boxed{0.5}", p)).value == 1.0
+    assert asyncio.run(math.score("\\boxed{2}", p)).value == 0.0
