@@ -352,6 +352,27 @@ def test_bwrap_missing_is_an_infrastructure_error_naming_the_option(monkeypatch:
     launch._stop_fork_server()
 
 
+def test_a_bwrap_that_cannot_build_the_pod_is_refused_with_its_own_error(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:
+    """bwrap installed but unable to start a pod here: the probe run (the check) fails, nothing runs, and the one-line
+    refusal carries bwrap's own error (asked for only then) and the option; no fork server is left behind."""
+    fake = tmp_path / "bwrap"
+    fake.write_text("#!/bin/sh\necho 'bwrap: Creating new namespace failed: Operation not permitted' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+    monkeypatch.setitem(launch._CONFIG, "isolation", "bwrap")
+    monkeypatch.setitem(launch._PROBED, "privilege", None)  # probed afresh, restored after
+    monkeypatch.setitem(launch._PROBED, "refusal", None)
+    monkeypatch.setattr(launch, "BWRAP", str(fake))
+    res = run_program(humaneval_program(PROMPT, "    return a + b\n", TEST, "add"))
+    assert not res.passed and res.status == "error" and res.infrastructure, res
+    assert "Creating new namespace failed" in res.detail and "sandbox.isolation=process" in res.detail, res
+    assert "\n" not in res.detail
+    assert launch._SERVER is None or not launch._SERVER.alive()
+    launch._stop_fork_server()
+
+
 def test_every_run_can_record_its_isolation(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(launch._CONFIG, "isolation", "bwrap")
     record = launch.isolation_record()

@@ -1,8 +1,10 @@
 """The runner program: the code that runs inside the sandbox's own interpreter, never in the harness.
 
-The harness starts ``python -I -S -B -u -c <source()>`` followed by a call: ``_runner(namespaces)``
+The harness compiles :func:`source` once (``launch._program_fd``: marshal bytes in a sealed memfd) and starts
+``python -I -S -B -u -c <a bootstrap that loads it>`` followed by a call: ``_runner(namespaces)``
 for one run started directly, or ``_serve(fd, namespaces, n_spares)`` for the fork server (which
-forks persistent runners, ``_persistent_runner``; each makes its pod, ``_start_pod``). The pieces are plain
+forks persistent runners, ``_persistent_runner``; each makes its pod, ``_start_pod``, whose interpreter loads
+the same compiled program). The pieces are plain
 Python files so they can be read and linted; they share one namespace once concatenated (in this
 order), so a name used in one may be defined in another:
 

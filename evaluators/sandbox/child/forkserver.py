@@ -18,7 +18,7 @@ def _serve(ctl_fd, namespaces, n_spares, pod=None):
     """Fork server: one warm, trusted process that never reads run data.
 
     It keeps persistent runners (`_persistent_runner`, forked from here, one run at a time each,
-    for many runs; at least `n_spares` of them, started ahead). Each runner made its pod (the
+    for many runs; at least `n_spares` in all and always one idle, started ahead). Each runner made its pod (the
     reaper, init of its own pid namespace, with the next solution process forked and waiting)
     before it read anything. A request is a run id, a working directory and four file
     descriptors (spec pipe, stdout, stderr, result pipe) over a SOCK_SEQPACKET socket; the server
@@ -44,16 +44,13 @@ def _serve(ctl_fd, namespaces, n_spares, pod=None):
     except Exception:
         pass
     trusted_tables()
-    if pod:
-        _pod_source(pod)  # read once here; the runners' pods get it from their copy
-        os.close(pod["source_fd"])
-        pod = dict(pod, source_fd=None)
     for name in PRELOAD:  # imported once here, not twice per run (test side + solution side)
         try:
             importlib.import_module(name)
         except Exception:
             pass
     import random  # the runners restore its state after each run (tests may seed or draw from it)
+    compile("", "<fork server>", "exec")  # compile()'s first call builds the AST types: once here, not per runner
     gc.collect()
     gc.freeze()  # forked children share these objects; a collection there would copy their pages
     sock = socket.socket(fileno=ctl_fd)
@@ -173,7 +170,7 @@ def _serve(ctl_fd, namespaces, n_spares, pod=None):
         os._exit(0)
 
     while True:
-        while len(idle) < n_spares and len(runners) < MAX_RUNNERS and not queue:
+        while (len(idle) < 1 or len(runners) < n_spares) and len(runners) < MAX_RUNNERS and not queue:
             make_runner()
         ready, _, _ = select.select([sock, wake_r] + list(runners.values()), [], [])
         if wake_r in ready:

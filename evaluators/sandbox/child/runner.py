@@ -115,20 +115,21 @@ def _seal():
         return None, False
 
 
-_POD_SOURCE = []  # the runner program's text for bwrap pods (read once from the harness's memfd)
+_PROGRAM = []  # the compiled runner program (marshal bytes), appended by the bootstrap that loaded it (launch)
 
 
-def _pod_source(pod):
-    if not _POD_SOURCE:
-        fd, parts, offset = pod["source_fd"], [], 0
-        while True:
-            chunk = os.pread(fd, 1 << 20, offset)
-            if not chunk:
-                break
-            parts.append(chunk)
-            offset += len(chunk)
-        _POD_SOURCE.append(b"".join(parts).decode("utf-8"))
-    return _POD_SOURCE[0]
+def _program_fd():
+    """A sealed memfd (above 10) holding the compiled runner program, for a pod's interpreter to load (fd 5)."""
+    import fcntl
+    data = _PROGRAM[0]
+    fd = os.memfd_create("sandbox-runner", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = memoryview(data)
+    while view:
+        view = view[os.pwrite(fd, view, len(data) - len(view)):]
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE)
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(fd)
+    return high
 
 
 def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
@@ -149,10 +150,12 @@ def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
     ours, theirs = (socket.socket(fileno=fcntl.fcntl(p.fileno(), fcntl.F_DUPFD, 10)) for p in pair)
     for p in pair:  # above 10: the run's fds are dup2'ed onto 0-3 later
         p.close()
-    argv = filt = None
-    if pod is not None:
+    argv = filt = program = None
+    if pod is not None:  # the pod's interpreter loads the compiled runner program from fd 5 (see launch._bootstrap)
+        program = _program_fd()
         argv = list(pod["argv"]) + ["-I", "-S", "-B", "-u", "-c",
-                                    _pod_source(pod) + "\n_pod(3, %r)\n" % (bool(pod.get("root")),)]
+                                    "import marshal, os\nexec(marshal.loads(os.pread(5, %d, 0)))\nos.close(5)\n"
+                                    "_pod(3, %r)\n" % (len(_PROGRAM[0]), bool(pod.get("root")))]
         if pod.get("seccomp"):  # bwrap reads the filter from fd 4 (a pipe filled before the fork)
             argv[1:1] = ["--seccomp", "4"]
             low = os.pipe()
@@ -165,11 +168,12 @@ def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
     if pid == 0:
         code = 70
         try:
-            if argv is not None:  # bwrap gets only the pod's end of the socket, as fd 3 (and the filter, 4)
+            if argv is not None:  # bwrap gets only the pod's end of the socket, as fd 3 (the filter, 4; the program, 5)
                 os.dup2(theirs.fileno(), 3)
                 if filt is not None:
                     os.dup2(filt[0], 4)
-                _close_fds_except({3, 4} if filt is not None else {3})
+                os.dup2(program, 5)
+                _close_fds_except({3, 4, 5} if filt is not None else {3, 5})
                 nul = os.open(os.devnull, os.O_RDONLY)
                 os.dup2(nul, 0)
                 os.close(nul)
@@ -187,6 +191,8 @@ def _start_pod(namespaces, shared_netns, libc, sealed, pod=None):
     theirs.close()
     if filt is not None:
         os.close(filt[0])
+    if program is not None:
+        os.close(program)
     return ours, pid, isolated or pod is not None, (SCRATCH_DIR if pod is not None else None)
 
 
