@@ -7,11 +7,11 @@ gold-free view built from it (:mod:`agentic_repro.harness.view`).
 """
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any
 
+from agentic_repro.harness.refs import resolve_ref
 from agentic_repro.harness.types import Problem, Score
 
 if TYPE_CHECKING:
@@ -163,14 +163,9 @@ class Benchmark:
 
 
 def build_benchmark(cfg: dict[str, Any]) -> Benchmark:
-    """Instantiate the class named by ``cfg['kind']``: ``module:Class`` like every other config path (a method's
-    ``solver``), or the older ``module.Class`` the shipped configs still spell."""
-    kind = cfg["kind"]
-    module_name, _, cls_name = kind.partition(":") if ":" in kind else kind.rpartition(".")
-    try:
-        cls = getattr(importlib.import_module(module_name), cls_name)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} cannot be imported ({exc})") from exc
+    """Instantiate the class named by ``cfg['kind']``, ``module:Class`` like every config path (a run folder's
+    older ``module.Class`` is read as the same path: :mod:`agentic_repro.harness.refs`)."""
+    cls = resolve_ref(str(cfg["kind"]), f"benchmark {cfg.get('name')}: kind")
     if not (isinstance(cls, type) and issubclass(cls, Benchmark)):
         msg = f"benchmark {cfg.get('name')}: kind={cfg['kind']!r} is not a harness.benchmark.Benchmark"
         raise ValueError(msg)  # a config error: harness.run prints a ValueError in one line

@@ -13,12 +13,12 @@ so a server restarted on another port, or ``localhost`` vs ``127.0.0.1``) never 
 """
 from __future__ import annotations
 
-import copy
 import hashlib
 import json
 import time
 from typing import Any
 
+from agentic_repro.harness.refs import canonical_config, upgrade_recorded
 from agentic_repro.harness.results import RunPaths, read_json, write_json_atomic
 
 #: Dotted keys that never change what a run answers (or whose effect is recomputed from the files each run).
@@ -56,8 +56,8 @@ def _drop(d: dict[str, Any], dotted: str) -> None:
 
 
 def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
-    """The part of a resolved config that can change outputs."""
-    cfg = copy.deepcopy(resolved)
+    """The part of a resolved config that can change outputs (code paths in the one ``module:attr`` spelling)."""
+    cfg = canonical_config(resolved)
     for k in NEUTRAL_KEYS:
         _drop(cfg, k)
     if ((cfg.get("method") or {}).get("sampling") or {}).get("n_mode") == "request":  # the default (harness/n_mode.py)
@@ -181,7 +181,17 @@ def recorded_differences(paths: RunPaths, doc: dict[str, Any], *,
         key = "identity_sha256" if backbones else "config_sha256"
         if old.get(key) == doc[key]:
             return old, []
-        diffs = differing_keys(old.get("config") or {}, doc["config"])
+        # recorded in an older spelling (benchmark.kind: pkg.mod.Class) or with the class a YAML benchmark replaced:
+        # the same configuration when the record is this hashing's (its hashes are of what it holds) and the
+        # upgraded record hashes to this one; a record whose hash we cannot reproduce stays another configuration
+        recorded = old.get("config") or {}
+        old_config = upgrade_recorded(recorded, doc["config"])
+        if (old_config != recorded and _sha(recorded) == old.get("config_sha256")
+                and _sha(old_config) == doc["config_sha256"]
+                and (not backbones or _sha(old.get("backbones") or {}) == old.get("backbones_sha256")
+                     == doc["backbones_sha256"])):
+            return old, []
+        diffs = differing_keys(old_config, doc["config"])
         if backbones:
             diffs += [f"backbone identity {d}" for d in differing_keys(old.get("backbones") or {}, doc["backbones"])]
         return old, diffs or [f"{key}: {str(old.get(key))[:12]}... -> {doc[key][:12]}..."]  # never a silent pass
@@ -190,7 +200,7 @@ def recorded_differences(paths: RunPaths, doc: dict[str, Any], *,
 
         legacy = json.loads(json.dumps(output_config(yaml.safe_load(paths.config.read_text(encoding="utf-8")) or {}),
                                        default=str))
-        return None, differing_keys(legacy, doc["config"])
+        return None, differing_keys(upgrade_recorded(legacy, doc["config"]), doc["config"])
     return None, []
 
 
