@@ -287,18 +287,20 @@ def _paper_rows(ref_rows: dict[str, Any], label: str, ours: dict[str, float | No
 
 
 def _code_domain(r: SeedRun, bench: str) -> bool:
-    """Whether the run's benchmark is a code benchmark: the domain of its recorded ``benchmark.kind``, else of the
-    kind in configs/benchmark/<bench>.yaml."""
-    import importlib
+    """Whether the run's benchmark is a code benchmark: the domain its recorded benchmark block declares (a YAML
+    benchmark's ``domain:``) or its ``kind``'s class has (either spelling, harness/refs.py), else the same from
+    configs/benchmark/<bench>.yaml."""
+    from agentic_repro.harness.refs import resolve_ref
 
-    kind = str((r.config().get("benchmark") or {}).get("kind") or "")
+    block = r.config().get("benchmark") or {}
     path = CONFIGS / "benchmark" / f"{bench}.yaml"
-    if not kind and path.exists():
-        kind = str((yaml.safe_load(path.read_text(encoding="utf-8")) or {}).get("kind") or "")
-    mod, _, cls = kind.rpartition(".")
+    if not block.get("kind") and path.exists():
+        block = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if block.get("domain"):
+        return block["domain"] == "code"
     try:
-        return getattr(getattr(importlib.import_module(mod), cls), "domain", None) == "code"
-    except (ImportError, AttributeError, ValueError):
+        return getattr(resolve_ref(str(block.get("kind") or ""), "benchmark.kind"), "domain", None) == "code"
+    except ValueError:
         return False
 
 
