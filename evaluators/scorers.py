@@ -32,8 +32,9 @@ def numeric_key(extracted: Any) -> Hashable | None:
 
 
 def numeric_correct(pred: Any, gold: Any) -> bool:
-    p, g = numeric_key(pred), ex.normalize_number(gold)
-    return p is not None and g is not None and abs(p - g) <= 1e-6  # type: ignore[operator]
+    p = ex.normalize_number(pred) if pred is not None else None
+    g = ex.normalize_number(gold)
+    return p is not None and g is not None and abs(round(p, 6) - g) <= 1e-6
 
 
 def score_numeric(text: str, gold: Any, readings: dict[str, Extractor], mode: str) -> Score:
