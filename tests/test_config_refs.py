@@ -46,16 +46,21 @@ def _folder(tmp_path: Path, recorded: dict[str, Any], *, legacy: bool = False) -
     return paths
 
 
-def test_every_shipped_config_spells_code_module_colon_attr() -> None:
+def _dotted_paths(path: Path) -> list[str]:
+    """Lines of ``path`` that name code (kind:, solver:, ...) in the older pkg.mod.Attr spelling."""
     keys = ("kind", "solver", "run_counts", "optimiser", "engine", "script")
-    dotted = []
-    for path in sorted((ROOT / "configs").rglob("*.yaml")):
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            key, _, value = line.split("#")[0].strip().partition(":")
-            value = value.strip()
-            if key in keys and value.startswith("agentic_repro.") and ":" not in value:
-                dotted.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
-    assert not dotted, dotted
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        key, _, value = line.split("#")[0].strip().partition(":")
+        value = value.strip()
+        if key in keys and "." in value and ":" not in value and " " not in value:
+            out.append(f"{path.relative_to(ROOT)}:{lineno}: {line.strip()}")
+    return out
+
+
+def test_every_shipped_config_and_doc_spells_code_module_colon_attr() -> None:
+    files = [*sorted((ROOT / "configs").rglob("*.yaml")), ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    assert [d for f in files for d in _dotted_paths(f)] == []
 
 
 def test_canonical_ref_reads_the_old_spelling_as_the_loader_did() -> None:
