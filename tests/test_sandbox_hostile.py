@@ -227,19 +227,21 @@ try:  # the blocklists of the old hook lived in its defaults, which gc reached
             obj.__defaults__ = tuple(frozenset() if isinstance(d, frozenset) else d for d in defaults)
 except BaseException:
     pass
-try:  # the hook is a function of the runner program (__main__): swap its code for a no-op
-    guard = vars(sys.modules["__main__"]).get("_audit_guard")
-    if guard is not None:
-        guard.__code__ = (lambda event, args: None).__code__
-except BaseException:
-    pass
+for name in ("_audit_guard", "_audit_guard_pod"):  # the hooks are functions of the runner program (__main__):
+    try:                                          # swap their code for a no-op
+        guard = vars(sys.modules["__main__"]).get(name)
+        if guard is not None:
+            guard.__code__ = (lambda event, args: None).__code__
+    except BaseException:
+        pass
 try:  # rebind what the hook raises
     vars(sys.modules["__main__"])["PermissionError"] = lambda *a: None
     vars(sys.modules["__main__"])["ImportError"] = lambda *a: None
 except BaseException:
     pass
-try:
-    import ctypes
+try:  # refused by the hook in every mode (a pod's own network namespace would allow it)
+    import socket
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
     off = True
 except BaseException:
     off = False
@@ -250,6 +252,16 @@ return a + b if off else 0
 def test_the_audit_hook_cannot_be_switched_off_by_reflection(hooked_mode: str) -> None:
     """On the old hook the gc route worked and this program passed."""
     must_fail(REFLECTION)
+
+
+def test_a_native_function_cannot_be_looked_up_through_ctypes(hooked_mode: str) -> None:
+    """A bwrap pod's hook lets packages import ctypes (sympy, pandas do) but still refuses what reaches libc: a native
+    function looked up by name (`CDLL(None).getpid`, harmless itself: the lookup is the point) or a library opened
+    by name; under process isolation importing ctypes stays refused."""
+    must_fail("try:\n    import ctypes\n    found = ctypes.CDLL(None).getpid() > 0\nexcept BaseException:\n"
+              "    found = False\nreturn a + b if found else 0\n")
+    must_fail("try:\n    import ctypes\n    found = ctypes.CDLL('libc.so.6') is not None\nexcept BaseException:\n"
+              "    found = False\nreturn a + b if found else 0\n")
 
 
 def test_gc_is_not_preloaded_for_the_solution(hooked_mode: str) -> None:

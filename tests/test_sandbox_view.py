@@ -251,6 +251,36 @@ def test_the_package_list_is_recorded_and_refuses_data_packages(monkeypatch: pyt
             launch.configure(isolation="bwrap", packages=[*launch.PACKAGES, bad])
 
 
+USES = {  # a listed package and a computation with it that a solution might write (sympy: AFlow's Programmer on MATH)
+    "sympy": ("int(sympy.factorial(5)) + int(sympy.Rational(1, 2) * 2)", 121),
+    "scipy": ("int(scipy.special.comb(5, 2))", 10),
+    "pandas": ("int(pandas.Series([1, 2, 3]).sum())", 6),
+    "numpy": ("int(numpy.arange(4).sum())", 6),
+    "mpmath": ("int(mpmath.mpf(7))", 7),
+    "networkx": ("networkx.path_graph(4).number_of_edges()", 3),
+    "dateutil": ("dateutil.parser.parse('2024-02-29').day", 29),
+}
+
+
+@pytest.mark.parametrize("name", sorted(USES))
+def test_a_solution_using_a_listed_package_is_scored_with_the_audit_hook_on(name: str,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package on `sandbox.packages` must load for the solution in the default pod (audit hook on): sympy, scipy and
+    pandas import ctypes or subprocess at import time, which the hook refused, so a right answer using them was
+    scored as a load error (a wrong answer caused by the sandbox)."""
+    import importlib.util
+    if importlib.util.find_spec(name) is None:
+        pytest.skip(f"{name} is not installed")
+    expr, want = USES[name]
+    imports = "import dateutil.parser" if name == "dateutil" else f"import {name}" + (
+        "\nimport scipy.special" if name == "scipy" else "")
+    for _ in _mode("bwrap", monkeypatch):  # the default pod, the hook on
+        assert launch.AUDIT_HOOK and launch.isolation() == "bwrap" and name in launch.packages()
+        res = run_program(Program("", prelude="", solution=f"{imports}\ndef f():\n    return {expr}\n",
+                                  test=f"assert f() == {want}\n", entry_points=("f",)), timeout_s=120)
+        assert res.passed and not res.infrastructure, res
+
+
 def test_an_honest_program_imports_the_listed_packages(mode: str) -> None:
     res = run_program(Program("", prelude="", solution="import numpy, networkx, regex, mpmath\n"
                               "def f():\n    return int(numpy.arange(4).sum())\n",

@@ -269,7 +269,7 @@ def _one_run(sealed, t_sock, st_r, pidfd, persistent, isolated, pod_cwd=None, so
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     solution = _read_block(0).decode("utf-8", "surrogatepass")
     setup = {k: header.get(k) for k in ("limits", "privilege", "entry_points", "audit_hook")}
-    setup.update(sealed=sealed, cwd=pod_cwd or header["cwd"],
+    setup.update(sealed=sealed, cwd=pod_cwd or header["cwd"], pod=pod_cwd is not None,
                  site_paths=header.get("solution_site_paths", header.get("site_paths", [])))
     out_fds = list(solution_fds or header["solution_fds"])
     try:  # the solution's process gets the run's stdout/stderr, its setup and the solution
