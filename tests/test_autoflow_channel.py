@@ -363,6 +363,23 @@ def test_a_workflows_counts_are_capped_and_max_calls_counts_model_calls(tmp_path
 
 
 @pytest.mark.parametrize("method", ["aflow", "adas", "maas", "gptswarm", "mermaidflow", "judgeflow"])
+def test_a_searchs_validate_runs_carry_its_per_problem_call_budget(method, tmp_path):
+    """A candidate's config is the optimiser's (no max_calls_per_problem of its own): each validate run of it gets the
+    search's budget (the searched method's default, or runner.budgets' when set) and records it in its config."""
+    from agentic_repro.baselines.autoflow.search import SearchContext
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.runner import _budgets, spec_from_config
+
+    for overrides, want in (([], 320), (["runner.budgets.max_calls_per_problem=11"], 11)):
+        spec = spec_from_config(compose([f"method={method}", "benchmark=gsm8k", "backbone=local", *overrides]))
+        sctx = SearchContext(spec, dict(spec.method_cfg["search"]), tmp_path / "search")
+        inner = sctx._eval_spec({"name": "io", "label": "a candidate"}, "round_1", 0, None)
+        assert "max_calls_per_problem" not in inner.method_cfg
+        assert _budgets(inner)["max_calls_per_problem"] == want
+        assert inner.full_config["runner"]["budgets"]["max_calls_per_problem"] == want
+
+
+@pytest.mark.parametrize("method", ["aflow", "adas", "maas", "gptswarm", "mermaidflow", "judgeflow"])
 def test_searched_methods_get_a_finite_per_problem_call_budget(method):
     """runner.budgets.max_calls_per_problem is null by default; a searched method's own default fills it (and the
     run's config.yaml records the method config that carries it)."""

@@ -37,7 +37,7 @@ from agentic_repro.harness.method import resolve
 from agentic_repro.harness.lock import LOCK_NAME, FolderLock
 from agentic_repro.harness.results import RunPaths, read_json, read_jsonl_tolerant, write_json_atomic
 from agentic_repro.harness.roles import build_role_backbones, resolve_roles, role_identities
-from agentic_repro.harness.runner import RunSpec, Runner, spec_from_config
+from agentic_repro.harness.runner import RunSpec, Runner, _budgets, spec_from_config
 from agentic_repro.harness.spec import backbone_dir
 from agentic_repro.harness.types import Completion, Message
 
@@ -281,12 +281,16 @@ class SearchContext:
             bench["limit"] = limit
         declared = list(method_cfg.get("roles") or [])
         roles_cfg = {k: v for k, v in s.roles_cfg.items() if k in declared}
+        # the search's per-problem call budget (runner.budgets, else the searched method's own finite default) bounds
+        # every validate run of a candidate too: a candidate's config is the optimiser's and carries none (issue 28)
+        budgets = _budgets(s)
         full = copy.deepcopy(s.full_config)
         full.update(method=method_cfg, benchmark=bench, roles=roles_cfg, seed=seed, restart=False)
+        full["runner"] = {**(full.get("runner") or {}), "budgets": budgets}  # recorded in the run's config.yaml
         return RunSpec(experiment=tag, seed=seed, method_cfg=method_cfg, benchmark_cfg=bench,
                        backbone_cfg=s.backbone_cfg, sampling=s.sampling, cache_cfg=s.cache_cfg,
-                       runner_cfg={**s.runner_cfg, "progress": False}, results_root=self.out_dir / "evals",
-                       full_config=full, roles_cfg=roles_cfg)
+                       runner_cfg={**s.runner_cfg, "progress": False, "budgets": budgets},
+                       results_root=self.out_dir / "evals", full_config=full, roles_cfg=roles_cfg)
 
     def example_problem(self) -> tuple[str, Any]:
         """(task text, gold) of the first validate problem: ADAS shows the meta agent one example question."""
