@@ -62,12 +62,25 @@ def output_config(resolved: dict[str, Any]) -> dict[str, Any]:
         _drop(cfg, k)
     if ((cfg.get("method") or {}).get("sampling") or {}).get("n_mode") == "request":  # the default (harness/n_mode.py)
         _drop(cfg, "method.sampling.n_mode")
+    _drop_unset_roles(cfg)
     backbones = [cfg.get("backbone")] + list((cfg.get("roles") or {}).values())
     for bb in backbones:
         if isinstance(bb, dict):
             for k in NEUTRAL_BACKBONE_KEYS:
                 _drop(bb, k)
     return _prune(cfg)
+
+
+def _drop_unset_roles(cfg: dict[str, Any]) -> dict[str, Any]:
+    """Drop role slots left unset (``{adapter: null}``, configs/roles/slot.yaml): a slot only says that a role may be
+    set, so a run is the same configuration whichever configs declared it (until issue 32 configs/config.yaml
+    declared 11 for every run; identity records of then hold them)."""
+    roles = cfg.get("roles")
+    if isinstance(roles, dict):
+        for name in [n for n, node in roles.items()
+                     if isinstance(node, dict) and set(node) <= {"adapter"} and node.get("adapter") is None]:
+            roles.pop(name)
+    return cfg
 
 
 def _prune(d: dict[str, Any]) -> dict[str, Any]:
@@ -181,11 +194,12 @@ def recorded_differences(paths: RunPaths, doc: dict[str, Any], *,
         key = "identity_sha256" if backbones else "config_sha256"
         if old.get(key) == doc[key]:
             return old, []
-        # recorded in an older spelling (benchmark.kind: pkg.mod.Class) or with the class a YAML benchmark replaced:
+        # recorded in an older spelling (benchmark.kind: pkg.mod.Class), with the class a YAML benchmark replaced or
+        # with the unset role slots the root config declared:
         # the same configuration when the record is this hashing's (its hashes are of what it holds) and the
         # upgraded record hashes to this one; a record whose hash we cannot reproduce stays another configuration
         recorded = old.get("config") or {}
-        old_config = upgrade_recorded(recorded, doc["config"])
+        old_config = _prune(_drop_unset_roles(upgrade_recorded(recorded, doc["config"])))
         if (old_config != recorded and _sha(recorded) == old.get("config_sha256")
                 and _sha(old_config) == doc["config_sha256"]
                 and (not backbones or _sha(old.get("backbones") or {}) == old.get("backbones_sha256")

@@ -7,11 +7,15 @@ config of its own, optionally bound to an adapter of that backbone::
         roles.planner.adapter=planner
 
 ``roles.<name>`` without a backbone uses the run's backbone (so ``roles.planner.adapter=planner``
-alone means "the run's model with the planner adapter"). A method may also list the roles it uses
-(``roles: [designer, executor]`` in its config): those not configured run on the default backbone,
-attributed to their own name; a role neither configured nor declared is an error at the first call
-that names it, before any request. Roles that name the same backbone config share one backbone object
-(one server, one concurrency limit, one LLMClient); every call is attributed to its role in the ledger.
+alone means "the run's model with the planner adapter"). The core knows no role name: a method config
+declares the roles it calls (``roles: [designer, executor]``) and a slot for each in its defaults list
+(``- /roles@_global_.roles.designer: slot``, configs/roles/slot.yaml), which is what lets the command line set
+``backbone@roles.designer=...`` without a ``+``; a scorer a benchmark names declares its own (the judge:
+harness/scorers.py). Declared roles not configured run on the default backbone, attributed to their own name;
+a configured role nobody declares is refused before any work, and a role neither configured nor declared is an
+error at the first call that names it, before any request. Roles that name the same backbone config share one
+backbone object (one server, one concurrency limit, one LLMClient); every call is attributed to its role in the
+ledger.
 """
 from __future__ import annotations
 
@@ -58,14 +62,13 @@ def resolve_roles(default_backbone: dict[str, Any], roles_cfg: dict[str, Any] | 
     """Every role of a run by name, ``default`` first.
 
     ``roles_cfg`` is the config's ``roles:`` block; an entry with neither a backbone nor an adapter is
-    unset (configs/config.yaml lists the usual names that way so ``backbone@roles.<name>=...`` works
-    without a ``+``). ``declared`` is the method config's ``roles: [...]``: each runs on the default
-    backbone unless configured, and when it is given a configured role the method does not use is an
-    error (a typo would otherwise silently run everything on the default backbone).
+    unset (an unset slot, configs/roles/slot.yaml). ``declared`` is what the method config's ``roles: [...]``
+    and the benchmark's scorers declare: each runs on the default backbone unless configured, and a configured
+    role outside it is an error (a typo would otherwise silently run everything on the default backbone);
+    ``None`` checks nothing (a caller that declares for itself).
     """
     roles = {DEFAULT: Role(DEFAULT, dict(default_backbone))}
-    declared = list(declared or [])
-    for name in declared:
+    for name in declared or []:
         if not _NAME.match(str(name)) or name == DEFAULT:
             raise ValueError(f"method roles: {name!r} must be an identifier other than '{DEFAULT}'")
     for name, node in (roles_cfg or {}).items():
@@ -75,9 +78,11 @@ def resolve_roles(default_backbone: dict[str, Any], roles_cfg: dict[str, Any] | 
             continue  # unset
         if not _NAME.match(str(name)) or name == DEFAULT:
             raise ValueError(f"roles.{name}: a role name is an identifier other than '{DEFAULT}'")
-        if declared and name not in declared:
-            raise ValueError(f"roles.{name} is configured but the method uses only the roles {declared}; "
-                             f"fix the name or drop roles.{name}")
+        if declared is not None and name not in declared:
+            uses = f"only the roles {declared}" if declared else "no role"
+            raise ValueError(f"roles.{name} is configured but the method (and the benchmark's scorers) declare "
+                             f"{uses}; fix the name or drop roles.{name} (a method declares its roles in its "
+                             f"config: roles: [...] and a slot each, docs/roles-and-adapters.md)")
         if is_backbone_config(node):
             roles[name] = Role(name, node, adapter, own_backbone=True)
         elif node:
@@ -86,7 +91,7 @@ def resolve_roles(default_backbone: dict[str, Any], roles_cfg: dict[str, Any] | 
                              f"roles.{name}.adapter=<adapter name>")
         else:
             roles[name] = Role(name, dict(default_backbone), adapter)
-    for name in declared:
+    for name in declared or []:
         if name not in roles:
             roles[name] = Role(name, dict(default_backbone))
     return roles

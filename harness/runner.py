@@ -115,10 +115,8 @@ class Runner:
         self.method: Method = build_method(spec.method_cfg)
         # the scorers the benchmark config names beside its own score (harness/scorers.py: e.g. an LLM judge)
         self._scorers = build_scorers(spec.benchmark_cfg, spec.roles_cfg)
-        declared = spec.method_cfg.get("roles")
-        extra = [s.role for s in self._scorers if s.role is not None and declared and s.role not in declared]
-        if extra:
-            declared = [*declared, *extra]  # a scorer's role is the run's, not the method's
+        declared = list(spec.method_cfg.get("roles") or [])  # the roles the method declares (harness/roles.py)
+        declared += [s.role for s in self._scorers if s.role is not None and s.role not in declared]  # the run's
         self.roles: dict[str, Role] = resolve_roles(spec.backbone_cfg, spec.roles_cfg, declared)
         self.progress = None
         self._done_scores: list[float] = []
@@ -447,7 +445,8 @@ class Runner:
                                      solution: Solution, value: float,
                                      scored: dict[str, Any]) -> tuple[float, str, str | None]:
         """The benchmark's other scorers (harness/scorers.py) on an answered prediction, their records into
-        ``scored``: (the score — a headline scorer's —, status, error). A failure is the problem's error, never a 0."""
+        ``scored``: (the score — a headline scorer's —, status, error). A failure is the problem's error, never
+        a 0."""
         for scorer in self._scorers:
             try:
                 value = await scorer.score(ctx, pctx, self.benchmark, problem, solution, value, scored)

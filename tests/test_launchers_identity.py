@@ -30,7 +30,7 @@ ROWS = [{"id": "g1", "question": "What is 2+3?", "answer": "5"},
 CHANGES = [("backbone.model=another-scripted-model", "backbone.model"),
            ("backbone.reply=The answer is 7.", "backbone.reply"),
            ("runner.budgets.max_calls_per_problem=1", "runner.budgets.max_calls_per_problem"),
-           ("backbone@roles.judge=scripted", "roles.judge")]
+           (("+method.roles=[judge]", "+backbone@roles.judge=scripted"), "roles.judge")]  # a role the method declares
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_another_configuration_of_a_complete_folder_is_refused_like_the_runner(t
     from agentic_repro.scripts.run_point import run_point
 
     folder = _complete_folder(tmp_path)
-    other = [*_overrides(tmp_path), change]
+    other = [*_overrides(tmp_path), *((change,) if isinstance(change, str) else change)]
     assert spec_from_config(compose(other)).out_dir == folder  # the same folder: only the identity tells them apart
     with pytest.raises(IdentityMismatch, match=key) as runner_refusal:  # harness.run's own check (exit 2)
         run_spec(spec_from_config(compose(other)))

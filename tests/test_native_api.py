@@ -129,13 +129,14 @@ def test_n_samples_are_separate_requests(tmp_path, monkeypatch):
     assert len(set(asked)) == len(asked)  # every sample of a prompt its own seed
 
 
-@pytest.mark.parametrize("paper_roles,role,kind,model", [
-    ("aflow", "optimizer", "anthropic", "claude-3-5-sonnet-20241022"),
-    ("dyflow_designer_claude", "designer", "anthropic", "claude-3-7-sonnet-20250219"),
-    ("dyflow_designer_gpt41", "designer", "openai", "gpt-4.1-2025-04-14"),
-    ("deepresearch_judge", "judge", "gemini", "gemini-2.5-pro")])
-def test_the_papers_role_assignments_are_named_configs(paper_roles, role, kind, model):
-    cfg = compose([f"+paper_roles={paper_roles}", "method=cot", "benchmark=gsm8k"])
+@pytest.mark.parametrize("paper_roles,role,kind,model,run", [  # run: the method (benchmark) that declares the role
+    ("aflow", "optimizer", "anthropic", "claude-3-5-sonnet-20241022", ["method=aflow"]),
+    ("dyflow_designer_claude", "designer", "anthropic", "claude-3-7-sonnet-20250219", ["method=dyflow"]),
+    ("dyflow_designer_gpt41", "designer", "openai", "gpt-4.1-2025-04-14", ["method=dyflow"]),
+    ("deepresearch_judge", "judge", "gemini", "gemini-2.5-pro",
+     ["method=auq_deep_research", "benchmark=deepresearch_bench"])])
+def test_the_papers_role_assignments_are_named_configs(paper_roles, role, kind, model, run):
+    cfg = compose([f"+paper_roles={paper_roles}", *run])
     assert (cfg["roles"][role]["kind"], cfg["roles"][role]["model"]) == (kind, model)
     assert price_for_model(model).model  # priced by the dated table, or this fails before any call
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from agentic_repro.harness.backbone import BackboneError
 from agentic_repro.harness.results import read_jsonl_tolerant
@@ -88,7 +89,7 @@ def test_an_unknown_role_is_an_error_before_any_call(tmp_path, tiny_data):
 
 def test_a_configured_role_the_method_does_not_use_is_refused(tmp_path, tiny_data):
     spec = two_role_spec(tmp_path, roles_cfg={"critik": dict(JUDGE)})
-    with pytest.raises(ValueError, match=r"roles.critik is configured but the method uses only the roles"):
+    with pytest.raises(ValueError, match=r"roles.critik is configured but the method .* declare only the roles"):
         Runner(spec, backbone=ScriptedBackbone(lambda m, s: "x"))
 
 
@@ -119,7 +120,8 @@ def test_roles_naming_one_backbone_config_share_one_backbone():
 def test_a_role_bound_to_an_adapter_reaches_the_backbone_and_the_cache_key(tmp_path, tiny_data):
     bb = AdapterBackbone()
     method = {"name": "same", "solver": "tests.core_methods:same_prompt_as_roles",
-              "params": {"roles": [None, "planner", "planner", "planner"], "adapters": [None, None, "expert", None]}}
+              "params": {"roles": [None, "planner", "planner", "planner"], "adapters": [None, None, "expert", None]},
+              "roles": ["planner"]}
     spec = make_spec(tmp_path, method, limit=1)
     spec.roles_cfg = {"planner": {"adapter": "plan"}}
     run(spec, bb)
@@ -137,7 +139,8 @@ def test_a_role_bound_to_an_adapter_reaches_the_backbone_and_the_cache_key(tmp_p
 
 def test_an_unknown_adapter_on_a_role_fails_before_any_call(tmp_path, tiny_data):
     bb = AdapterBackbone()
-    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=1)
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {},
+                                "roles": ["planner"]}, limit=1)
     spec.roles_cfg = {"planner": {"adapter": "nope"}}
     with pytest.raises(BackboneError, match="unknown adapter 'nope'"):
         run(spec, bb)
@@ -166,15 +169,70 @@ def test_the_cache_is_shared_by_roles_on_one_backbone_and_split_by_backbone_iden
 
 
 def test_the_hydra_role_form_composes():
-    cfg = compose(["backbone@roles.designer=gpt-4o-mini", "roles.planner.adapter=planner",
-                   "+backbone@roles.scout=vllm"])
+    """The role slots come from the method config: DyFlow's, as users type them (no ``+``)."""
+    cfg = compose(["method=dyflow", "backbone@roles.designer=gpt-4o-mini", "roles.summarizer.adapter=summary",
+                   "roles.designer.adapter=dyplanner"])
     spec = spec_from_config(cfg)
-    roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg)
-    assert list(roles) == ["default", "designer", "planner", "scout"]
+    roles = resolve_roles(spec.backbone_cfg, spec.roles_cfg, spec.method_cfg["roles"])
+    assert list(roles) == ["default", "designer", "summarizer", "executor"]
     assert roles["designer"].backbone_cfg["model"] == "gpt-4o-mini-2024-07-18" and roles["designer"].own_backbone
-    assert roles["planner"].adapter == "planner" and roles["planner"].backbone_cfg["name"] == "local"
-    assert roles["scout"].backbone_cfg["name"] == "vllm"
-    assert set(compose([])["roles"]) >= {"designer", "executor", "summarizer", "judge", "planner", "optimizer"}
+    assert roles["designer"].adapter == "dyplanner"
+    assert roles["summarizer"].adapter == "summary" and roles["summarizer"].backbone_cfg["name"] == "local"
+    assert roles["executor"] == Role("executor", roles["default"].backbone_cfg)
+    # another name still takes a +, and then the method must declare it
+    cfg = compose(["method=dyflow", "+backbone@roles.scout=vllm"])
+    assert cfg["roles"]["scout"]["name"] == "vllm"
+    with pytest.raises(ValueError, match=r"roles.scout is configured but the method .* declare only the roles"):
+        resolve_roles(cfg["backbone"], cfg["roles"], cfg["method"]["roles"])
+
+
+def test_the_core_declares_no_role_each_method_declares_its_slots():
+    """configs/config.yaml names no role; every role a method config lists (and a searched method's optimizer) has
+    a slot in its composed config, so ``backbone@roles.<name>=`` and ``roles.<name>.adapter=`` need no ``+``."""
+    from agentic_repro.baselines.autoflow.search import SEARCH_ROLES
+    from agentic_repro.harness.validate import CONFIG_DIR
+
+    root = yaml.safe_load((CONFIG_DIR / "config.yaml").read_text(encoding="utf-8"))
+    assert root["roles"] == {} and not [d for d in root["defaults"] if "roles" in str(d)]
+    assert compose([])["roles"] == {}
+    declaring = 0
+    for path in sorted((CONFIG_DIR / "method").glob("*.yaml")):
+        method = compose([f"method={path.stem}"])
+        wanted = set(method["method"].get("roles") or []) | (set(SEARCH_ROLES) if method["method"].get("search")
+                                                              else set())
+        assert wanted <= set(method["roles"]), (path.name, sorted(wanted - set(method["roles"])))
+        assert all(node == {"adapter": None} for node in method["roles"].values()), path.name  # unset by default
+        declaring += bool(wanted)
+    assert declaring >= 15  # DyFlow, DynaGraph, AUQ, the searched methods, ...
+
+
+def test_a_role_the_method_does_not_declare_is_refused(tmp_path, tiny_data):
+    """Hydra has no slot for it (the command line names the + form), and with the + the runner refuses it."""
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match=r"\+backbone@roles.designer=gpt-4o-mini"):
+        compose(["method=cot", "backbone@roles.designer=gpt-4o-mini"])
+    with pytest.raises(ConfigCompositionException, match=r"\+roles.planner.adapter=planner"):
+        compose(["method=cot", "roles.planner.adapter=planner"])
+    cfg = compose(["method=cot", "+backbone@roles.designer=gpt-4o-mini"])
+    with pytest.raises(ValueError, match=r"roles.designer is configured but the method .* declare no role"):
+        Runner(spec_from_config(cfg))
+
+
+def test_the_judge_slot_comes_from_the_benchmark_that_judges():
+    """A benchmark with a judge: block declares the judge's slot; one without has none (the core knows no judge)."""
+    from hydra.errors import ConfigCompositionException
+
+    cfg = compose(["method=cot", "benchmark=livebench", "backbone@roles.judge=gpt-4o-mini"])
+    assert cfg["roles"]["judge"]["name"] == "gpt-4o-mini"
+    runner = Runner(spec_from_config(cfg))
+    assert list(runner.roles) == ["default", "judge"]
+    cfg = compose(["method=dyflow", "benchmark=math_l5", "+paper_roles=dyflow_designer_claude",
+                   "backbone@roles.judge=gpt-4o-mini"])
+    assert {k: v.get("name") for k, v in cfg["roles"].items()} == {
+        "designer": "claude-3-7-sonnet", "executor": None, "summarizer": None, "judge": "gpt-4o-mini"}
+    with pytest.raises(ConfigCompositionException, match="backbone@roles.judge"):
+        compose(["method=cot", "benchmark=gsm8k", "backbone@roles.judge=gpt-4o-mini"])
 
 
 def test_two_roles_from_the_command_line(tmp_path):
@@ -186,7 +244,7 @@ def test_two_roles_from_the_command_line(tmp_path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("VLLM_")}
         args = ["method=io", "method.name=two_roles", "method.solver=tests.core_methods:draft_and_check",
                 "~method.params", "+method.roles=[designer,critic]", "benchmark=gsm8k", "limit=2", "backbone=vllm",
-                f"backbone.base_url={srv.url}", "backbone.model=draft-model", "backbone@roles.critic=vllm",
+                f"backbone.base_url={srv.url}", "backbone.model=draft-model", "+backbone@roles.critic=vllm",
                 f"roles.critic.base_url={srv.url}", "roles.critic.model=critic-model",
                 f"results_root={tmp_path}/results", f"cache.path={tmp_path}/c.sqlite", "runner.progress=false"]
         r = subprocess.run([sys.executable, "-m", "agentic_repro.harness.run", *args], cwd=ROOT, env=env, capture_output=True,
@@ -223,3 +281,29 @@ def test_a_role_changing_model_is_another_configuration_of_the_folder(tmp_path, 
     run(two_role_spec(tmp_path, limit=2), {"scripted": again, "judge-bb": ScriptedBackbone(lambda m, s: "yes",
                                                                                           name="judge")})
     assert again.requests == []
+
+
+OLD_SLOTS = {name: {"adapter": None} for name in ("designer", "executor", "summarizer", "judge", "critic", "planner",
+                                                  "optimizer", "teacher", "expert1", "expert2", "expert3")}
+
+
+def test_a_folder_recorded_with_the_old_root_role_slots_resumes(tmp_path, tiny_data):
+    """configs/config.yaml declared 11 unset role slots before the method configs declared their own: a folder whose
+    identity.json holds them is the same configuration (unset slots are not part of a run), and resumes; a record
+    whose own hash does not match its config is still refused."""
+    from agentic_repro.harness.identity import IdentityMismatch, _sha
+
+    spec = make_spec(tmp_path, {"name": "m", "solver": "tests.fake_methods:ask_once", "params": {}}, limit=2)
+    run(spec, ScriptedBackbone(lambda m, s: "ANSWER: 0"))
+    path = spec.out_dir / "identity.json"
+    rec = json.loads(path.read_text())
+    assert "roles" not in rec["config"]
+    cfg = {**rec["config"], "roles": dict(OLD_SLOTS)}  # the record as the old root config wrote it
+    old = {**rec, "config": cfg, "config_sha256": _sha(cfg),
+           "identity_sha256": _sha({"config": cfg, "backbones": rec["backbones"]})}
+    path.write_text(json.dumps(old))
+    again = ScriptedBackbone(lambda m, s: "ANSWER: 0")
+    assert run(spec, again)["complete"] and again.requests == []
+    path.write_text(json.dumps({**old, "config_sha256": "0" * 64, "identity_sha256": "0" * 64}))
+    with pytest.raises(IdentityMismatch):
+        run(spec, ScriptedBackbone(lambda m, s: "ANSWER: 0"))

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 def test_two_role_run_through_the_embedded_server(tmp_path):
     overrides = ["method=io", "method.name=two_roles", "method.solver=tests.core_methods:draft_and_check",
                  "~method.params", "+method.params.draft_tokens=32", "+method.roles=[designer,critic]",
-                 "benchmark=gsm8k", "limit=2", "backbone=local", "backbone@roles.critic=local"]
+                 "benchmark=gsm8k", "limit=2", "backbone=local", "+backbone@roles.critic=local"]
     spec, metrics = run_e2e(tmp_path, overrides)
     preds = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")
     assert [p["status"] for p in preds] == ["ok", "ok"], [p.get("error") for p in preds]
