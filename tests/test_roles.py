@@ -307,3 +307,13 @@ def test_a_folder_recorded_with_the_old_root_role_slots_resumes(tmp_path, tiny_d
     path.write_text(json.dumps({**old, "config_sha256": "0" * 64, "identity_sha256": "0" * 64}))
     with pytest.raises(IdentityMismatch):
         run(spec, ScriptedBackbone(lambda m, s: "ANSWER: 0"))
+
+
+def test_unset_slots_are_not_part_of_a_runs_identity():
+    """DyFlow's three unset slots leave its identity as the 11 old root slots did (both dropped); a set one counts."""
+    from agentic_repro.harness.identity import identity_document
+
+    doc = identity_document(compose(["method=dyflow"]), {})
+    assert "roles" not in doc["config"]
+    doc = identity_document(compose(["method=dyflow", "roles.designer.adapter=dyplanner"]), {})
+    assert doc["config"]["roles"] == {"designer": {"adapter": "dyplanner"}}
