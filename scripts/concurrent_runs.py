@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agentic_repro.scripts.runs import Planned, _ensure_artifact
+from agentic_repro.scripts.runs import Planned, _ensure_artifact, announce_plan
 
 
 def backbone_concurrency(items: list[Planned]) -> int:
@@ -55,12 +55,7 @@ def execute_concurrently(items: list[Planned], *, concurrency: int, log: Callabl
 
 async def _execute(items: list[Planned], pool: Any, concurrency: int, log: Callable[[str], None],
                    on_done: Callable[[Planned], None] | None, keep_going: bool) -> list[Planned]:
-    todo = [it for it in items if it.state in ("new", "partial")]
-    log(f"{len(items)} runs: {sum(it.state == 'done' for it in items)} already complete (skipped), "
-        f"{len(todo)} to run ({concurrency} side by side), {sum(it.state == 'invalid' for it in items)} invalid")
-    for it in items:
-        if it.state == "invalid":
-            log(f"  ! {it.label}: {it.error}")
+    todo = announce_plan(items, log, side_by_side=concurrency)
     keys = {id(it): exclusive_keys(it) for it in todo}
     pending = list(todo)
     held: set[str] = set()

@@ -160,16 +160,23 @@ def execute(items: list[Planned], *, log: Callable[[str], None] = print,
         return _execute(items, pool, log, on_done, keep_going)
 
 
+def announce_plan(items: list[Planned], log: Callable[[str], None], side_by_side: int | None = None) -> list[Planned]:
+    """Log what a plan holds (complete, to run, invalid with why) and return the runs to execute, in plan order."""
+    todo = [it for it in items if it.state in ("new", "partial")]
+    together = f" ({side_by_side} side by side)" if side_by_side is not None else ""
+    log(f"{len(items)} runs: {sum(it.state == 'done' for it in items)} already complete (skipped), "
+        f"{len(todo)} to run{together}, {sum(it.state == 'invalid' for it in items)} invalid")
+    for it in items:
+        if it.state == "invalid":
+            log(f"  ! {it.label}: {it.error}")
+    return todo
+
+
 def _execute(items: list[Planned], pool: Any, log: Callable[[str], None],
              on_done: Callable[[Planned], None] | None, keep_going: bool) -> list[Planned]:
     from agentic_repro.harness.runner import run_spec
 
-    todo = [it for it in items if it.state in ("new", "partial")]
-    log(f"{len(items)} runs: {sum(it.state == 'done' for it in items)} already complete (skipped), "
-        f"{len(todo)} to run, {sum(it.state == 'invalid' for it in items)} invalid")
-    for it in items:
-        if it.state == "invalid":
-            log(f"  ! {it.label}: {it.error}")
+    todo = announce_plan(items, log)
     for i, it in enumerate(todo, 1):
         log(f"[{i}/{len(todo)}] {it.label} ({it.state})")
         t0 = time.time()
