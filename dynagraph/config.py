@@ -67,7 +67,8 @@ class Options:
     # generation
     max_tokens_plan: int | None = 512
     max_tokens_expert: int | None = 512
-    # modules: which role each module calls (configs/config.yaml roles; bind adapters with roles.<r>.adapter)
+    # modules: which role each module calls (configs/method/dynagraph.yaml declares their slots; bind adapters with
+    # roles.<r>.adapter)
     role_plan: str = "planner"
     role_rag: str = "expert1"
     role_logic: str = "expert2"
