@@ -472,6 +472,41 @@ def test_runners_persist_and_a_test_cannot_change_the_next_runs_state(monkeypatc
     assert set(before) & set(after)  # pods come and go; the runner stays
 
 
+@pytest.mark.parametrize("how", ["async", "threads"])
+def test_waiting_for_a_free_runner_is_not_the_programs_time(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
+    """A run's clock starts when a runner has it with its solution process (launch.QUEUE_WAIT_S): with one runner,
+    three runs of ~0.7 s sent at once with a 1.5 s timeout all pass; counted from the request, the third (which waited
+    ~1.4 s for the runner) timed out, a wrong answer caused by the sandbox. Three that sleep still time out, each 1 s
+    after a runner took it (never later: the runner's first byte starts the clock)."""
+    import types
+    from concurrent.futures import ThreadPoolExecutor
+
+    from agentic_repro.evaluators.sandbox import child
+    source = child.source().replace("MAX_RUNNERS = 64", "MAX_RUNNERS = 1")
+    assert "MAX_RUNNERS = 1 " in source
+    monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))
+    monkeypatch.setattr(launch, "SPARE_RUNNERS", 1)
+    _fresh_server(monkeypatch)
+    slow = he("    import time\n    if 'slept' not in globals():  # once per run (the test calls add 6 times)\n"
+              "        globals()['slept'] = time.sleep(0.7) or 1\n    return a + b\n")
+    assert run_program(he(GOOD)).passed  # the probe and the one runner's pod are up
+
+    def three(program: Program, timeout_s: float) -> list[ExecResult]:
+        if how == "async":
+            async def main() -> list[ExecResult]:
+                return list(await asyncio.gather(*(run_program_async(program, timeout_s=timeout_s) for _ in range(3))))
+            return asyncio.run(main())
+        with ThreadPoolExecutor(3) as pool:
+            return list(pool.map(lambda _: run_program(program, timeout_s=timeout_s), range(3)))
+
+    results = three(slow, 1.5)
+    assert [r.status for r in results] == ["passed"] * 3, results
+    monkeypatch.setattr(launch, "QUEUE_WAIT_S", 8.0)  # a run no runner took by then: an infrastructure error
+    sleepers = three(he("    import time\n    time.sleep(60)\n    return a + b\n"), 1.0)  # wall clock, not CPU
+    assert [r.status for r in sleepers] == ["timeout"] * 3 and not any(r.infrastructure for r in sleepers), sleepers
+    launch._stop_fork_server()
+
+
 def test_a_timed_out_run_takes_its_runner_and_the_next_run_still_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     _fresh_server(monkeypatch)
     assert run_program(he(GOOD)).passed
@@ -515,7 +550,7 @@ def test_what_a_solution_starts_does_not_outlive_its_run(monkeypatch: pytest.Mon
     import types
 
     from agentic_repro.evaluators.sandbox import child
-    source = child.source().replace('"os.fork", ', "", 1)
+    source = child.source().replace('"os.fork", ', "")  # from both hooks (process, pod)
     assert '"os.fork"' not in source
     monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))
     monkeypatch.setattr(launch, "USE_NAMESPACES", namespaces)

@@ -53,6 +53,11 @@ USE_SECCOMP = True  # the pod's seccomp filter (evaluators/sandbox/seccomp.py), 
 USE_FORK_SERVER = True  # fork runners from one warm process (fast); else start `python -I -S` per run
 AUDIT_HOOK = True  # the solution's audit hook (defence in depth); tests switch it off to check the OS boundary alone
 KILL_GRACE_S = 10.0  # after a timeout kill, how long to wait for the runner to be gone
+#: A run's wall-clock timeout counts from when a runner has it with its solution process in hand (the runner's first
+#: byte on the result pipe), not from the request: waiting for a free runner (its pod starting, or all of them busy)
+#: is the sandbox's time, never the program's. A run no runner took within this long (on top of its timeout) is an
+#: infrastructure error, never a timeout. (Direct-spawn runners send no such byte: their clock runs from the start.)
+QUEUE_WAIT_S = 120.0
 #: runners (each with its pod) kept started: at least this many in all, and always one idle ahead of the next run
 #: (an idle spare for every busy runner meant four pod starts, ~60 ms of CPU each here, that runs at concurrency 4
 #: never use)
@@ -517,6 +522,11 @@ class _Run:
     privilege: str = "none"
     proc: subprocess.Popen[bytes] | None = None
     started: float = 0.0
+    taken: float | None = None  # when a runner took the run (its first byte on the result pipe): the clock's start
+
+    def deadline(self, timeout_s: float) -> float:
+        """When the run times out: ``timeout_s`` after a runner took it; until then, :data:`QUEUE_WAIT_S` later."""
+        return self.taken + timeout_s if self.taken is not None else self.started + timeout_s + QUEUE_WAIT_S
 
 
 def _prepare(program: str, timeout_s: float, memory_mb: int, cpu_s: float | None, privilege: str) -> _Run:
@@ -620,6 +630,8 @@ def _read(run: _Run, buf: bytearray) -> bool:
             break
         if not chunk:
             return True
+        if run.taken is None:
+            run.taken = time.monotonic()
         if len(buf) < 1 << 20:
             buf += chunk
     return has_verdict(buf, run.nonce)
@@ -751,7 +763,9 @@ def _finish(run: _Run, data: bytes, timed_out: bool) -> ExecResult:
         except subprocess.TimeoutExpired:
             _kill(run)
             run.proc.wait()
-    status, detail = parse_verdict(data, run.nonce) or status_without_verdict(timed_out, raw_exit)
+    status, detail = parse_verdict(data, run.nonce) or (
+        ("error", f"sandbox: no runner took the run within {QUEUE_WAIT_S:g} s") if timed_out and run.taken is None
+        else status_without_verdict(timed_out, raw_exit))
     result = ExecResult(passed=status == "passed", status=status, duration_s=duration,
                         stdout_tail=_tail(run.out), stderr_tail=(_tail(run.err) + _tail(run.log))[-TAIL_CHARS:],
                         detail=detail,
@@ -780,16 +794,16 @@ def _run_sync(program: str, *, timeout_s: float, memory_mb: int, cpu_s: float | 
     timed_out = False
     try:
         _launch(run)
-        deadline = run.started + timeout_s
-        sent, done = 0, False
+        sent, done, kill_deadline = 0, False, 0.0
         while not done:
             now = time.monotonic()
+            deadline = kill_deadline if timed_out else run.deadline(timeout_s)
             if now >= deadline:
                 if timed_out:  # the kill did not end it within the grace period: give up waiting
                     break
                 timed_out = True
                 _kill(run)
-                deadline = now + KILL_GRACE_S
+                kill_deadline = now + KILL_GRACE_S
                 continue
             wlist = [run.spec_w] if run.spec_w >= 0 else []
             readable, writable, _ = select.select([run.result_r], wlist, [], deadline - now)
@@ -835,9 +849,13 @@ async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb:
     sent = 0
     watching = {"reader": False, "writer": False}
 
+    taken = loop.create_future()  # a runner took the run: its clock starts (QUEUE_WAIT_S)
+
     def on_readable() -> None:
         if _read(run, buf) and not done.done():
             done.set_result(None)
+        if run.taken is not None and not taken.done():
+            taken.set_result(None)
 
     def stop_writing() -> None:
         if watching["writer"]:
@@ -864,9 +882,13 @@ async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb:
         watching["reader"] = True
         loop.add_writer(run.spec_w, on_writable)
         watching["writer"] = True
-        try:
-            await asyncio.wait_for(asyncio.shield(done), timeout_s)
-        except asyncio.TimeoutError:
+        while not done.done():
+            left = run.deadline(timeout_s) - time.monotonic()
+            if left <= 0:
+                break
+            await asyncio.wait([done] if taken.done() else [done, taken], timeout=left,
+                               return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():
             timed_out = True
             _kill(run)
             try:

@@ -412,6 +412,10 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
         if t_sock is None:  # no solution process: this run gets an infrastructure error
             _sandbox_error("sandbox: the runner's pod is gone and could not be replaced")
             os.killpg(os.getpgrp(), signal.SIGKILL)  # the fork server starts another runner
+        try:  # the run's clock starts now, with its solution process in hand (launch.QUEUE_WAIT_S): the wait for a
+            os.write(3, b"\n")  # free runner and a pod replaced above are the sandbox's time, not the program's
+        except OSError:
+            pass
         try:  # the runner's own cwd stays "/": never the solution's (whose files a test discovery could import)
             result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd, (5, 6))
         except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
