@@ -67,7 +67,9 @@ Defence in depth (the verdict does not rest on it): a minimal environment withou
 ``sys.path``); its own session, SIGKILLed at the wall-clock timeout; RLIMIT_AS (memory), RLIMIT_CPU,
 RLIMIT_FSIZE, RLIMIT_CORE=0 and, as nobody, RLIMIT_NPROC; an audit hook in the untrusted process
 refusing ``os.fork``/``subprocess``/``os.system``/``exec*``, sockets and DNS, imports of
-``ctypes``/``_posixsubprocess``, and the reflection that could switch it off (``gc.get_objects``
+``ctypes``/``_posixsubprocess`` (in a bwrap pod the imports are allowed, as sympy, pandas and scipy make them,
+and a native function looked up or a library opened by name is refused instead: the pod is the boundary there),
+and the reflection that could switch it off (``gc.get_objects``
 and friends, replacing a function's ``__code__``): its lists are constants of its own code, with no
 defaults or closure to rebind, and ``gc`` is not among the solution's loaded modules;
 ``PR_SET_NO_NEW_PRIVS``; ``PR_SET_PDEATHSIG``. Under ``process`` the working directory is a
