@@ -83,12 +83,26 @@ def test_table1_rows_are_data_and_missing_methods_show_a_reason(tmp_path):
     assert ref["paper"] == "61.7" and ref["paper_inferred"] == "True"
 
 
-def test_reproduce_table1_runs_once_then_reuses_results(tmp_path, scripted, capsys):
+def test_reproduce_table1_runs_once_then_reuses_results(tmp_path, scripted, capsys, monkeypatch):
     from agentic_repro.scripts import reproduce_table1
 
     argv = ["backbone=local", "methods=io,cot,cot_sc", "benchmarks=gsm8k,drop", "seeds=42,123", "limit=3",
             *_args(tmp_path)]
+    from agentic_repro.scripts import runs
+
+    composed: list[list[str]] = []
+    real_compose = runs.compose
+
+    def counting_compose(overrides):
+        composed.append(list(overrides))
+        return real_compose(overrides)
+
+    monkeypatch.setattr(runs, "compose", counting_compose)
     assert reproduce_table1.main(argv) == 0
+    # the table is rendered after each of the 12 runs; its rows' folder names are composed once per method config
+    # (a compose is ~1 s: once per row per render made the main job's table cost ~25 min of CPU)
+    row_composes = [o for o in composed if len(o) == 1 and o[0].startswith("method=")]
+    assert len(row_composes) == len({o[0] for o in row_composes}), f"{len(row_composes)} composes for row folders"
     first = len(scripted)
     assert first == 3 * 2 * 2  # one backbone per run
     out = tmp_path / "results" / "table1"
