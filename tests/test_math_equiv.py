@@ -71,7 +71,8 @@ def test_pathological_expression_times_out_quickly_and_that_is_an_error() -> Non
     start = time.monotonic()
     with pytest.raises(ScorerFailure, match="did not decide within benchmark.symbolic_timeout_s=0.5s"):
         is_equiv("9^{9^{9}}", "1", timeout_s=0.5)      # was (False, "timeout"): a 0 with status ok
-    assert time.monotonic() - start < 10.0  # 1 s of CPU (the budget rounded up): ~1 s idle, more when the machine is busy
+    # 1 s of CPU (the budget rounded up): ~1 s idle; on a busy machine the wall backstop (10 s here) at the latest
+    assert time.monotonic() - start < 15.0
     assert is_equiv("9^{9^{9}}", "1", timeout_s=0.5, on_timeout="wrong") == (False, "timeout")  # the opt-out
     assert is_equiv("2", "2.0", timeout_s=0.5) == (True, "numeric")  # still usable afterwards
 

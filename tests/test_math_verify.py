@@ -107,7 +107,8 @@ def test_math_verify_is_killed_at_the_time_limit_and_that_is_an_error() -> None:
     start = time.monotonic()
     with pytest.raises(ScorerFailure, match="did not answer within benchmark.symbolic_timeout_s=0.5s"):
         math_verify_equiv("\\boxed{9^{9^{9}}}", "1", timeout_s=0.5)   # was a 0 with status ok
-    assert time.monotonic() - start < 10.0  # 1 s of CPU (the budget rounded up): ~1 s idle, more when the machine is busy
+    # 1 s of CPU (the budget rounded up): ~1 s idle; on a busy machine the wall backstop (10 s here) at the latest
+    assert time.monotonic() - start < 15.0
     res = math_verify_equiv("\\boxed{9^{9^{9}}}", "1", timeout_s=0.5, on_timeout="wrong")   # the named opt-out
     assert res == {"equivalent": False, "verdict": "timeout", "pred": None, "gold": "1"}
     assert math_verify_equiv("\\boxed{2}", "2.0", timeout_s=5.0)["equivalent"]  # still usable afterwards
