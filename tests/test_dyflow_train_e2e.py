@@ -69,7 +69,8 @@ def test_trained_adapter_is_the_designer_role_of_a_real_run(trained, tmp_path: P
         "method=io", "method.name=designer_probe", "method.solver=tests.test_dyflow_train_e2e:probe",
         "+method.roles=[designer]", "benchmark=gsm8k", "limit=1", "backbone=local", f"backbone.gguf.path={tiny.gguf}",
         "backbone.model=tiny-qwen2", "backbone.server.parallel=1", "backbone.max_concurrency=1",
-        "backbone.server.n_ctx=1024", f"+backbone.adapters.dyplanner.path={gguf}", "roles.designer.adapter=dyplanner"])
+        "backbone.server.n_ctx=1024", f"+backbone.adapters.dyplanner.path={gguf}",
+        "+roles@roles.designer=slot", "roles.designer.adapter=dyplanner"])  # io declares no slot: the probe adds one
     assert metrics["n"] == 1 and metrics["n_errors"] == 0
     pred = json.loads((spec.out_dir / "predictions.jsonl").read_text().splitlines()[-1])
     assert pred["trace"]["designer"] != pred["trace"]["base"], pred["trace"]
