@@ -268,9 +268,7 @@ def test_a_solution_using_a_listed_package_is_scored_with_the_audit_hook_on(name
     """A package on `sandbox.packages` must load for the solution in the default pod (audit hook on): sympy, scipy and
     pandas import ctypes or subprocess at import time, which the hook refused, so a right answer using them was
     scored as a load error (a wrong answer caused by the sandbox)."""
-    import importlib.util
-    if importlib.util.find_spec(name) is None:
-        pytest.skip(f"{name} is not installed")
+    # every package here is a core dependency (pyproject.toml): missing, the install is broken and this fails
     expr, want = USES[name]
     imports = "import dateutil.parser" if name == "dateutil" else f"import {name}" + (
         "\nimport scipy.special" if name == "scipy" else "")
