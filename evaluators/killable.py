@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import resource
 import select
 import signal
 import time
@@ -45,20 +46,16 @@ def call_with_deadline(fn: Callable[..., Any], args: tuple[Any, ...], timeout_s:
         try:
             os.close(r)
             try:
-                import resource
-
                 with open("/proc/self/statm") as fh:
                     vm = int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
                 resource.setrlimit(resource.RLIMIT_AS, (vm + _MEMORY_HEADROOM, vm + _MEMORY_HEADROOM))
-            except (OSError, ValueError, ImportError):
+            except (OSError, ValueError):
                 pass
             try:  # SIGXCPU at the budget (this process's CPU from now: a fresh fork has used ~none), SIGKILL 1 s on
-                import resource
-
                 used = resource.getrusage(resource.RUSAGE_SELF)
                 spent = math.ceil(used.ru_utime + used.ru_stime)
                 resource.setrlimit(resource.RLIMIT_CPU, (spent + cpu_s, spent + cpu_s + 1))
-            except (OSError, ValueError, ImportError):
+            except (OSError, ValueError):
                 pass
             try:
                 payload = {"ok": fn(*args)}
