@@ -149,3 +149,17 @@ def tiny_search_on_embedded(tmp_path: Path, overrides: list[str]):
                    "runner.progress=false"])
     spec = spec_from_config(cfg)
     return spec, asyncio.run(run_search(spec, servers=conftest._SERVERS[0] if conftest._SERVERS else None))
+
+
+def failed_workflow_runs(root: Path) -> list[dict[str, Any]]:
+    """Every failed workflow run (re-run by ``crash_attempts``, or the last) recorded under ``root``: what an
+    assertion on call counts prints, so a count that is off says why."""
+    found = []
+    for path in sorted(Path(root).rglob("predictions.jsonl")):
+        for line in path.read_text().splitlines():
+            trace = json.loads(line).get("trace") or {}
+            found += (trace.get("attempts") or {}).get("failed", [])
+            if not (trace.get("workflow") or {}).get("ok", True):
+                found.append(trace["workflow"])
+    return found
+

@@ -14,7 +14,7 @@ import pytest
 from agentic_repro.baselines.autoflow.artifact import load_artifact
 from agentic_repro.baselines.autoflow.search import search_dir
 from agentic_repro.harness.results import read_jsonl_tolerant
-from tests.autoflow_helpers import tiny_search_on_embedded
+from tests.autoflow_helpers import failed_workflow_runs, tiny_search_on_embedded
 from tests.conftest import check_run_files, run_e2e
 
 BASE = ["method=adas", "benchmark=gsm8k", "backbone=local", "limit=1", "backbone.sampling.max_tokens=32"]
@@ -65,6 +65,7 @@ def test_adas_tiny_search_then_test(tmp_path):
 
     # the frozen agent on 1 test problem
     test_spec, metrics = run_e2e(tmp_path, BASE)
+    assert not failed_workflow_runs(test_spec.out_dir), failed_workflow_runs(test_spec.out_dir)
     preds = check_run_files(test_spec, metrics, 1)
     assert metrics["complete"] and set(metrics["by_role"]) == {"executor"} and metrics["n_errors"] == 0
     assert preds[0]["status"] == "ok" and preds[0]["id"] not in doc["validate_ids"]

@@ -175,7 +175,7 @@ def test_a_flooding_workflow_is_refused_before_its_calls_start_and_none_outlives
     assert len(ledger) == 10 == metrics["totals"]["calls"]
     pred = read_jsonl_tolerant(spec.out_dir / "predictions.jsonl")[0]
     wf = pred["trace"]["workflow"]
-    assert not wf["ok"] and wf["failure"] == "refused" and "100 more asked at once" in wf["detail"]
+    assert not wf["ok"] and wf["failure"] == "refused" and "100 more asked at once" in wf["detail"], wf
 
 
 def test_a_failing_call_cancels_its_siblings_before_the_error_propagates():
@@ -392,3 +392,35 @@ def test_searched_methods_get_a_finite_per_problem_call_budget(method):
     io = spec_from_config(compose(["method=io", "benchmark=gsm8k", "backbone=local",
                                    "runner.budgets.max_calls_per_problem=7"]))
     assert _budgets(io)["max_calls_per_problem"] == 7
+
+
+def test_waiting_for_a_runner_is_not_the_workflows_idle_time(monkeypatch: pytest.MonkeyPatch):
+    """The idle clock starts when a runner took the run: with one runner busy for ~3 s, a workflow queued behind it
+    (idle timeout 1 s) still answers. Counted from the request, it was killed as a hang before it ran: on a loaded
+    CI machine, where pods start slowly, that turned correct workflows into failures (re-run, or scored 0)."""
+    import types
+
+    from agentic_repro.evaluators.sandbox import child, launch, run_program_async
+
+    source = child.source().replace("MAX_RUNNERS = 64", "MAX_RUNNERS = 1")
+    assert "MAX_RUNNERS = 1 " in source
+    monkeypatch.setattr(launch, "runner_program", types.SimpleNamespace(source=lambda: source))
+    monkeypatch.setattr(launch, "SPARE_RUNNERS", 1)
+    launch._stop_fork_server()
+    monkeypatch.setattr(launch, "_SERVER", None)
+
+    async def answer(op, args):
+        return {"response": args["instruction"] + "|" + args["input"] if op == "Custom" else args["solutions"][0]}
+
+    async def main():
+        busy = asyncio.ensure_future(run_program_async("import time\ntime.sleep(3)\n", timeout_s=20))
+        await asyncio.sleep(0.3)  # the one runner has the sleeper
+        out = await run_workflow(GATHER, 'P = "solve "', {"problem": "2+2"}, answer, Limits(idle_timeout_s=1, cpu_s=10))
+        return out, await busy
+
+    try:
+        out, busy = asyncio.run(main())
+    finally:
+        launch._stop_fork_server()
+    assert busy.passed, busy
+    assert out.ok, (out.failure, out.detail)

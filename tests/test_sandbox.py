@@ -472,6 +472,24 @@ def test_runners_persist_and_a_test_cannot_change_the_next_runs_state(monkeypatc
     assert set(before) & set(after)  # pods come and go; the runner stays
 
 
+def test_what_a_test_left_for_the_collector_cannot_close_the_next_runs_files(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A benchmark test runs in the runner (the workflow relay's socket lives there). What it leaves in a reference
+    cycle is freed by the collector, maybe during a later run; the runner then reused the fd numbers, so collecting
+    the old socket closed the next run's: the workflow relay failed with EBADF after its first calls ("the sandbox
+    closed the channel"), a correct workflow crashed, was re-run and billed twice (CI, issue 28's follow-up)."""
+    _fresh_server(monkeypatch)
+    test = ("import gc, socket\n"
+            "a, b = socket.socketpair()\n"
+            "keep = [a, b]\nkeep.append(keep)  # a cycle: only the collector frees it\n"
+            "gc.collect()  # an earlier run's cycle, were it still alive, is freed here\n"
+            "a.sendall(b'x')\nassert b.recv(1) == b'x'\n"
+            "assert f() == 1\n")
+    for _ in range(4):  # sequential runs: one runner serves them all
+        res = run_program(Program("", prelude="", solution="def f():\n    return 1\n", test=test, entry_points=("f",)),
+                          timeout_s=10)
+        assert res.passed, res
+
+
 @pytest.mark.parametrize("how", ["async", "threads"])
 def test_waiting_for_a_free_runner_is_not_the_programs_time(monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     """A run's clock starts when a runner has it with its solution process (launch.QUEUE_WAIT_S): with one runner,

@@ -133,7 +133,7 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     path = os.path.join(base, "c.sock")
     token = secrets.token_hex(16)
     st: dict[str, Any] = {"final": None, "failure": None, "infra": None, "connected": False,
-                          "last": time.monotonic(), "waiting": True, "calls": 0, "requests": [],
+                          "last": time.monotonic(), "waiting": False, "calls": 0, "requests": [],
                           "conversation": None, "in_flight": set()}
     finished = asyncio.Event()
     t0 = time.monotonic()
@@ -175,6 +175,7 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
             return
         st["connected"] = True
         st["conversation"] = asyncio.current_task()
+        st["last"], st["waiting"] = time.monotonic(), True  # the workflow runs: its idle clock runs too
 
         async def send(obj: Any) -> None:
             writer.write(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
@@ -236,8 +237,12 @@ async def run_workflow(graph: str, prompt: str, payload: dict[str, Any], handler
     solution = workflow_solution(graph, prompt, kind)
     program = Program(solution + _RELAY, prelude=_PRELUDE.format(path=path, token=token),
                       solution=solution, test=_RELAY, entry_points=("_wf_start", "_wf_step"))
-    sandbox = asyncio.ensure_future(run_program_async(program, timeout_s=lim.wall_timeout_s,
-                                                      memory_mb=lim.memory_mb, cpu_s=lim.cpu_s))
+    def runner_took_it() -> None:  # the idle clock starts here: waiting for a runner or its pod is not the workflow's
+        if not st["connected"]:
+            st["last"], st["waiting"] = time.monotonic(), True
+
+    sandbox = asyncio.ensure_future(run_program_async(program, timeout_s=lim.wall_timeout_s, memory_mb=lim.memory_mb,
+                                                      cpu_s=lim.cpu_s, on_start=runner_took_it))
     result = None
     try:
         while True:

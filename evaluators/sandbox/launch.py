@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from agentic_repro.evaluators.sandbox import child as runner_program
 from agentic_repro.evaluators.sandbox import seccomp
@@ -834,8 +834,12 @@ def run_program(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
 
 
 async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
-                            cpu_s: float | None = None) -> ExecResult:
-    """:func:`run_program` without blocking the event loop (the result pipe is watched by the loop)."""
+                            cpu_s: float | None = None, on_start: Callable[[], None] | None = None) -> ExecResult:
+    """:func:`run_program` without blocking the event loop (the result pipe is watched by the loop).
+
+    ``on_start`` is called once, when a runner took the run (where the run's own clock starts): a caller that
+    keeps a clock of its own (the workflow channel's idle timeout) starts it there, never while the run waited
+    for a runner or its pod."""
     privilege = _PROBED.get("privilege")
     if privilege is None:  # first call in this process: probe once, off the event loop
         privilege = await asyncio.to_thread(_privilege_mode)
@@ -850,12 +854,19 @@ async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb:
     watching = {"reader": False, "writer": False}
 
     taken = loop.create_future()  # a runner took the run: its clock starts (QUEUE_WAIT_S)
+    announced: list[bool] = []
 
     def on_readable() -> None:
         if _read(run, buf) and not done.done():
             done.set_result(None)
         if run.taken is not None and not taken.done():
             taken.set_result(None)
+            started()
+
+    def started() -> None:
+        if on_start is not None and not announced:
+            announced.append(True)
+            on_start()
 
     def stop_writing() -> None:
         if watching["writer"]:
@@ -878,6 +889,8 @@ async def run_program_async(program: str, *, timeout_s: float = 10.0, memory_mb:
     timed_out = False
     try:
         _launch(run)
+        if run.proc is not None:  # a direct-spawn runner: its own process, nothing to wait for
+            started()
         loop.add_reader(run.result_r, on_readable)
         watching["reader"] = True
         loop.add_writer(run.spec_w, on_writable)

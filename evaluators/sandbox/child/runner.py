@@ -365,7 +365,7 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
     from the pod's init, which never sees run data. Per run it gets the run's fds (spec, stdout,
     stderr, result) and working directory from the fork server and the next solution process
     from its pod; after the verdict it restores the state a test may change and says it is free."""
-    import json, socket, fcntl, random
+    import json, socket, fcntl, random, gc
     libc, sealed = _seal()
     ctl = socket.socket(fileno=fcntl.fcntl(ctl_fd, fcntl.F_DUPFD, 10))
     os.close(ctl_fd)
@@ -418,6 +418,9 @@ def _persistent_runner(ctl_fd, namespaces, shared_netns, pod_spec=None):
             pass
         try:  # the runner's own cwd stays "/": never the solution's (whose files a test discovery could import)
             result_fd, line = _one_run(sealed, t_sock, st_r, pidfd, True, isolated, pod_cwd, (5, 6))
+            # what the test left in reference cycles (the workflow relay's socket) is freed now, while its fds are
+            # still its own: collected in a later run, it closed fd numbers that run had been given (EBADF)
+            gc.collect()
         except BaseException:  # a broken run or pod leaves no verdict: the harness reports it; the runner goes
             print_exc()
             os.killpg(os.getpgrp(), signal.SIGKILL)
