@@ -43,11 +43,8 @@ from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark
 from agentic_repro.evaluators.data import data_dir, read_jsonl
 from agentic_repro.evaluators.sandbox import Program, SandboxFailure, humaneval_program, mbpp_program, run_program_async
+from agentic_repro.evaluators.scorers import CodeExecutionDisabled, code_key, score_code
 from agentic_repro.harness.types import Problem, Score
-
-
-class CodeExecutionDisabled(RuntimeError):
-    pass
 
 
 def _as_list(value: Any) -> list[str]:
@@ -83,12 +80,7 @@ class CodeBenchmark(Benchmark):
         return ex.extract_code(text or "", self.entry_point(problem))
 
     def answer_key(self, extracted: Any) -> Hashable | None:
-        if not extracted:
-            return None
-        try:  # formatting-insensitive identity of a program
-            return ast.dump(ast.parse(str(extracted)))
-        except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep for the parser: a malformed
-            return " ".join(str(extracted).split())                    # program, compared as text
+        return code_key(extracted)
 
     def program(self, code: str, problem: Problem, tests: list[str] | None = None) -> str:
         raise NotImplementedError
@@ -96,15 +88,8 @@ class CodeBenchmark(Benchmark):
     async def score(self, text: str, problem: Problem) -> Score:
         self._require_execution()
         code, rule = self.extract(text, problem)
-        if not code.strip():
-            return Score(0.0, code, {"rule": rule, "status": "empty", **self._public_record(problem)})
-        res = await run_program_async(self.program(code, problem), **self._limits())
-        if res.infrastructure:  # the sandbox could not judge it: an error for this problem, never a 0
-            raise SandboxFailure(res.detail)
-        return Score(float(res.passed), code, {"rule": rule, "status": res.status,
-                                               "duration_s": round(res.duration_s, 3),
-                                               "stderr_tail": res.stderr_tail[-500:],
-                                               **self._public_record(problem)})
+        program = self.program(code, problem) if code.strip() else None
+        return await score_code(code, rule, program, **self._limits(), record=self._public_record(problem))
 
     def _public_record(self, problem: Problem) -> dict[str, Any]:
         record: dict[str, Any] = {"public_tests": len(self.public_tests(problem))}

@@ -11,7 +11,20 @@ Config keys beside the usual ``name``/``version``/``metric``/``split``/``splits`
     prompt: "{question}"              # the task the model reads: str.format over the fields
     extract: last_number              # a name in extract.EXTRACTORS, or a key of `readings`
     readings: {...}                   # numeric only: reading name -> extractor; all are scored and recorded
-    scorer: numeric                   # numeric | f1 (f1_mode: aflow | official) | exact | math (equivalence: ...)
+    scorer: numeric                   # numeric | f1 (f1_mode: aflow | official) | exact | math (equivalence: ...) | code
+
+``scorer: code`` runs the extracted program in the sandbox against the gold, which holds the hidden tests (so a
+method never sees them)::
+
+    code: {shape: humaneval, entry_point: entry_point, prefix: prompt}   # shape: humaneval | asserts
+    extract: fences                   # the code extractor (extract.extract_code), the only one for code
+    execute_code: true                # opt-in, as for HumanEval; sandbox: {timeout_s, memory_mb}
+
+``humaneval``: the solution is the ``prefix`` field (the prompt it continues; omit it for none) + the program, the
+gold is a ``check(candidate)`` test, called on the ``entry_point`` field's function (HumanEval's layout);
+``asserts``: the gold is a list of asserts (or its JSON / Python literal), run after the program (MBPP's layout,
+without setup code or imports). Both fields are declared in ``fields:`` (a method sees the function's name, as in
+HumanEval).
 
 Only the named fields reach the :class:`Problem` (so no other column of the row can reach a method), and the
 gold is read into ``Problem.gold``, which a method never sees. Every name is checked when the benchmark is built:
@@ -28,9 +41,11 @@ from agentic_repro.evaluators.base import Benchmark
 from agentic_repro.evaluators.math_verify_equiv import CHECKER_TIMEOUTS
 from agentic_repro.harness.types import Problem, Score
 
-SCORERS = ("numeric", "f1", "exact", "math")
+SCORERS = ("numeric", "f1", "exact", "math", "code")
 EQUIVALENCES = ("math_verify", "aflow")
-DOMAINS = ("math", "qa", "generic")
+DOMAINS = ("math", "qa", "code", "generic")
+CODE_SHAPES = ("humaneval", "asserts")
+CODE_EXTRACTORS = ("fences",)
 
 
 def _choice(value: Any, choices: Any, key: str) -> str:
@@ -67,7 +82,10 @@ class JSONLBenchmark(Benchmark):
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"{where}: prompt {cfg['prompt']!r} is not a template over fields "
                              f"{sorted(self.fields)} ({exc!r})") from exc
-        if cfg.get("readings"):
+        if self.scorer == "code":
+            self.code = self._code_spec(cfg, where)
+            self.mode, self.readings = _choice(cfg["extract"], CODE_EXTRACTORS, "extract"), {}
+        elif cfg.get("readings"):
             if self.scorer != "numeric":
                 raise ValueError(f"{where}: readings: is for scorer: numeric (the one that records every reading)")
             self.readings = {name: ex.EXTRACTORS[_choice(fn, ex.EXTRACTORS, f"readings.{name}")]
@@ -81,6 +99,22 @@ class JSONLBenchmark(Benchmark):
         if self.scorer == "math":
             _choice(cfg.get("equivalence", "math_verify"), EQUIVALENCES, "equivalence")
             _choice(cfg.get("checker_timeout", "error"), CHECKER_TIMEOUTS, "checker_timeout")
+
+    def _code_spec(self, cfg: dict[str, Any], where: str) -> dict[str, Any]:
+        spec = dict(cfg.get("code") or {})
+        unknown = set(spec) - {"shape", "entry_point", "prefix"}
+        if unknown:
+            raise ValueError(f"{where}: code: has unknown keys {sorted(unknown)} (shape, entry_point, prefix)")
+        spec["shape"] = _choice(spec.get("shape", "humaneval"), CODE_SHAPES, "code.shape")
+        for key in ("entry_point", "prefix"):
+            name = spec.get(key)
+            if key == "entry_point" and not name and spec["shape"] == "humaneval":
+                raise ValueError(f"{where}: code.entry_point: names the field with the function's name")
+            if name and name not in self.fields:
+                raise ValueError(f"{where}: code.{key}={name!r} is not a declared field {sorted(self.fields)}")
+        if cfg.get("readings"):
+            raise ValueError(f"{where}: readings: is for scorer: numeric (the one that records every reading)")
+        return spec
 
     # ---- loading -------------------------------------------------------------------------------
     def make_problem(self, row: dict[str, Any], row_index: int) -> Problem:
@@ -102,9 +136,14 @@ class JSONLBenchmark(Benchmark):
 
     # ---- scoring -------------------------------------------------------------------------------
     def extract(self, text: str, problem: Problem) -> tuple[Any, str]:
+        if self.scorer == "code":
+            entry = self.code.get("entry_point")
+            return ex.extract_code(text or "", str(problem.fields[entry]) if entry else None)
         return self.readings[self.mode](text or "")
 
     def answer_key(self, extracted: Any) -> Hashable | None:
+        if self.scorer == "code":
+            return scorers.code_key(extracted)
         if self.scorer == "numeric":
             return scorers.numeric_key(extracted)
         if self.scorer == "math":
@@ -115,6 +154,8 @@ class JSONLBenchmark(Benchmark):
         if self.scorer == "numeric":
             return scorers.score_numeric(text, problem.gold, self.readings, self.mode)
         pred, rule = self.extract(text, problem)
+        if self.scorer == "code":
+            return await self._score_code(pred, rule, problem)
         if self.scorer == "f1":
             return scorers.score_f1(text, problem.gold, pred, rule, str(self.cfg.get("f1_mode", "aflow")))
         if self.scorer == "exact":
@@ -123,3 +164,29 @@ class JSONLBenchmark(Benchmark):
                                         equivalence=str(self.cfg.get("equivalence", "math_verify")),
                                         timeout=float(self.cfg.get("symbolic_timeout_s", 5.0)),
                                         on_timeout=str(self.cfg.get("checker_timeout", "error")))
+
+    async def _score_code(self, code: str, rule: str, problem: Problem) -> Score:
+        if not self.cfg.get("execute_code", False):
+            raise scorers.CodeExecutionDisabled(
+                f"benchmark {self.name} scores by running generated code, which is off: set "
+                "benchmark.execute_code=true to allow it (it runs in the sandbox)")
+        from agentic_repro.evaluators.sandbox import humaneval_program, mbpp_program
+
+        limits = self.cfg.get("sandbox") or {}
+        program = None
+        if code.strip() and self.code["shape"] == "humaneval":
+            prefix = str(problem.fields[self.code["prefix"]]) if self.code.get("prefix") else ""
+            program = humaneval_program(prefix, code, str(problem.gold), str(problem.fields[self.code["entry_point"]]))
+        elif code.strip():
+            program = mbpp_program(code, None, _asserts(problem.gold))
+        return await scorers.score_code(code, rule, program, timeout_s=float(limits.get("timeout_s", 10.0)),
+                                        memory_mb=int(limits.get("memory_mb", 1024)))
+
+
+def _asserts(gold: Any) -> list[str]:
+    """The ``asserts`` shape's gold: a list, or that list as JSON or a Python literal."""
+    import ast
+
+    value = ast.literal_eval(gold) if isinstance(gold, str) and gold.lstrip().startswith("[") else gold
+    return [str(t) for t in value] if isinstance(value, list) else [str(value)]
+

@@ -4,10 +4,12 @@ a checker that cannot judge raises :class:`~agentic_repro.harness.benchmark.Scor
 
 Each is the scoring rule of the benchmark it came from, moved here unchanged so a YAML benchmark
 (:mod:`agentic_repro.evaluators.jsonl`) and a class use the same code: ``numeric`` is GSM8K's, ``f1`` DROP's,
-``math`` MATH's; ``exact`` is HotpotQA's answer normalisation compared whole.
+``math`` MATH's; ``exact`` is HotpotQA's answer normalisation compared whole; ``code`` HumanEval's and MBPP's (the
+program runs in the sandbox; the sandbox failing is an error, never a 0).
 """
 from __future__ import annotations
 
+import ast
 import asyncio
 from collections.abc import Callable, Hashable
 from typing import Any
@@ -106,3 +108,37 @@ async def score_math(text: str, gold: str, pred: Any, rule: str, *, equivalence:
                  {"equivalence": "math_verify", "math_verify_version": MATH_VERIFY_VERSION,
                   "verdict": mv["verdict"], "gold_parsed": mv["gold"], "rule": rule, "boxed": pred,
                   "gold": gold, "checker_timeout": on_timeout})
+
+
+# ---- code (HumanEval, MBPP) --------------------------------------------------------------------
+
+class CodeExecutionDisabled(RuntimeError):
+    """A code benchmark's score runs generated code, which its config has not allowed (``execute_code: true``)."""
+
+
+def code_key(extracted: Any) -> Hashable | None:
+    """A program's formatting-insensitive identity (its AST): the voting key of a code answer."""
+    if not extracted:
+        return None
+    try:
+        return ast.dump(ast.parse(str(extracted)))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep for the parser: a malformed
+        return " ".join(str(extracted).split())                    # program, compared as text
+
+
+async def score_code(code: str, rule: str, program: Any, *, timeout_s: float, memory_mb: int,
+                     record: dict[str, Any] | None = None) -> Score:
+    """Run ``program`` (the sandbox's :class:`~agentic_repro.evaluators.sandbox.Program` of ``code`` and the
+    hidden tests) and score 1 if it passes. An empty program is a 0 that never runs; a sandbox that could not
+    judge raises :class:`~agentic_repro.evaluators.sandbox.SandboxFailure`."""
+    from agentic_repro.evaluators.sandbox import SandboxFailure, run_program_async
+
+    record = record or {}
+    if not code.strip():
+        return Score(0.0, code, {"rule": rule, "status": "empty", **record})
+    res = await run_program_async(program, timeout_s=timeout_s, memory_mb=memory_mb)
+    if res.infrastructure:  # the sandbox could not judge it: an error for this problem, never a 0
+        raise SandboxFailure(res.detail)
+    return Score(float(res.passed), code, {"rule": rule, "status": res.status, "duration_s": round(res.duration_s, 3),
+                                           "stderr_tail": res.stderr_tail[-500:], **record})
+

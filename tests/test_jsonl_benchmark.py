@@ -109,7 +109,11 @@ def test_only_the_declared_fields_reach_the_problem_and_the_gold_stays_out_of_th
 
 @pytest.mark.parametrize("over,match", [
     ({"extract": "last_nubmer"}, r"benchmark.extract='last_nubmer': choose one of"),
-    ({"scorer": "bleu"}, r"benchmark.scorer='bleu': choose one of \['exact', 'f1', 'math', 'numeric'\]"),
+    ({"scorer": "bleu"}, r"benchmark.scorer='bleu': choose one of \['code', 'exact', 'f1', 'math', 'numeric'\]"),
+    ({"scorer": "code", "extract": "fences", "code": {"shape": "humaneval"}}, r"code.entry_point: names the field"),
+    ({"scorer": "code", "extract": "fences", "code": {"entry_point": "fn"}}, r"code.entry_point='fn' is not a declared"),
+    ({"scorer": "code", "extract": "last_number", "code": {"shape": "asserts"}}, r"benchmark.extract='last_number'"),
+    ({"scorer": "code", "extract": "fences", "code": {"shape": "doctest"}}, r"benchmark.code.shape='doctest'"),
     ({"prompt": "{question} {context}"}, r"prompt .* is not a template over fields \['question'\]"),
     ({"gold": {"field": "a", "read": "gsm8k"}}, r"benchmark.gold.read='gsm8k'"),
     ({"fields": {"question": {"key": "q"}}}, r"fields.question must be a row key"),
@@ -168,3 +172,101 @@ def test_the_guides_yaml_benchmark_runs_as_written(tmp_path: Path) -> None:
     summary = json.loads(r.stdout.strip().splitlines()[-1])
     assert summary["complete"] is True and summary["n"] == 2 and summary["n_errors"] == 0
     assert summary["score_pct"] == 50.0  # the scripted reply is right on q2 (60) only
+
+
+def _guide_yaml(kind_suffix: str, name: str) -> dict[str, Any]:
+    """A YAML declaration shown in docs/writing-a-benchmark.md, as written."""
+    import re
+
+    import yaml
+
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "writing-a-benchmark.md").read_text(encoding="utf-8")
+    docs = [yaml.safe_load(body) for lang, body in re.findall(r"^```(\w*)\n(.*?)^```", guide, re.DOTALL | re.MULTILINE)
+            if lang == "yaml"]
+    return next(d for d in docs if isinstance(d, dict) and str(d.get("kind", "")).endswith(kind_suffix)
+                and d.get("name") == name)
+
+
+HUMANEVAL_YAML = _guide_yaml("jsonl:JSONLBenchmark", "humaneval_yaml")
+
+
+def _both(yaml_bench: Any, cls_bench: Any, pairs: list[tuple[Any, Any, str]]) -> list[tuple[Any, Any]]:
+    async def main() -> list[tuple[Any, Any]]:
+        gate = asyncio.Semaphore(4)
+
+        async def one(a: Any, b: Any, text: str) -> tuple[Any, Any]:
+            async with gate:
+                return await yaml_bench.score(text, a), await cls_bench.score(text, b)
+        return list(await asyncio.gather(*(one(a, b, t) for a, b, t in pairs)))
+    return asyncio.run(main())
+
+
+def test_a_humaneval_shaped_yaml_benchmark_scores_like_the_humaneval_class() -> None:
+    """``scorer: code``: HumanEval declared in YAML gives the class's verdict (value, status, extracted program) on
+    all 164 problems, for the canonical solutions (the class's protocol: a body continuing the prompt), whole
+    functions in a fence, wrong and empty answers; the tests stay out of the method's view."""
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.compose import compose
+    from agentic_repro.harness.view import ProblemView
+
+    mine = build_benchmark(HUMANEVAL_YAML)
+    theirs = build_benchmark(compose(["benchmark=humaneval", "benchmark.split=full"])["benchmark"])
+    ours, _ = mine.load()
+    ref, _ = theirs.load()
+    assert [p.id for p in ours] == [p.id for p in ref] and len(ours) == 164
+    assert [mine.render(p) for p in ours] == [theirs.render(p) for p in ref]
+    view = ProblemView.of(ours[0], mine.hidden())
+    assert "def check(" not in repr(view) and "check(" in str(ours[0].gold)
+    pairs = []
+    for a, b in zip(ours, ref):
+        whole = b.fields["prompt"] + b.gold
+        pairs += [(a, b, b.gold), (a, b, f"```python\n{whole}```"), (a, b, "```python\n" + whole.replace(
+            "return", "return None and", 1) + "```"), (a, b, "no code here")]
+    results = _both(mine, theirs, pairs)
+    for (a, _, text), (x, y) in zip(pairs, results):
+        assert (x.value, x.extracted, x.details["status"], x.details["rule"]) == \
+            (y.value, y.extracted, y.details["status"], y.details["rule"]), (a.id, text[:80], x, y)
+    values = [x.value for x, _ in results]
+    assert sum(values[0::4]) == sum(values[1::4]) == 164 and sum(values[3::4]) == 0  # canonical: all pass
+    assert sum(values[2::4]) < 164                                                       # broken: not all pass
+
+
+def test_an_asserts_shaped_yaml_benchmark_scores_like_the_mbpp_class() -> None:
+    """``code.shape: asserts`` (MBPP's layout without setup code): MBPP's rows with no setup code or test imports
+    get the class's verdict for their reference code, a wrong program and no program."""
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.compose import compose
+
+    theirs = build_benchmark(compose(["benchmark=mbpp"])["benchmark"])
+    ref, _ = theirs.load()
+    plain = [p for p in ref if not p.fields.get("test_setup_code") and not p.fields.get("test_imports")][:40]
+    assert len(plain) == 40
+    mine = build_benchmark({**HUMANEVAL_YAML, "name": "mbpp_yaml", "fields": {"text": "text", "entry_point": "fn"},
+                            "gold": {"field": "tests"}, "prompt": "{text}",
+                            "code": {"shape": "asserts", "entry_point": "entry_point"}})
+    from agentic_repro.harness.types import Problem
+
+    ours = [Problem(id=p.id, index=p.index, fields={"text": p.fields["prompt"], "entry_point": p.fields["entry_point"]},
+                    gold=json.dumps(p.fields["test_list"]), benchmark="mbpp_yaml") for p in plain]
+    pairs = []
+    for a, b in zip(ours, plain):
+        code = str(b.gold)
+        pairs += [(a, b, f"```python\n{code}\n```"), (a, b, "```python\n" + code.replace("return", "return None and", 1)
+                                                        + "\n```"), (a, b, "")]
+    results = _both(mine, theirs, pairs)
+    for (a, _, text), (x, y) in zip(pairs, results):
+        assert (x.value, x.extracted, x.details["status"]) == (y.value, y.extracted, y.details["status"]), (a.id, x, y)
+    assert sum(x.value for x, _ in results[0::3]) >= 38 and sum(x.value for x, _ in results[2::3]) == 0
+
+
+def test_a_yaml_code_benchmark_runs_no_code_unless_allowed() -> None:
+    from agentic_repro.evaluators.scorers import CodeExecutionDisabled
+    from agentic_repro.harness.benchmark import build_benchmark
+    from agentic_repro.harness.types import Problem
+
+    bench = build_benchmark({**HUMANEVAL_YAML, "execute_code": False})
+    p = Problem(id="x", index=0, fields={"prompt": "def f():\n", "entry_point": "f"},
+                gold="def check(c):\n    assert c() == 1\n", benchmark="humaneval_yaml")
+    with pytest.raises(CodeExecutionDisabled):
+        asyncio.run(bench.score("```python\ndef f():\n    return 1\n```", p))
+
