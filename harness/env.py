@@ -132,12 +132,9 @@ class EnvSpec:
 
 
 def _resolve(target: str) -> Any:
-    import importlib
+    from agentic_repro.harness.refs import resolve_ref
 
-    module, _, attr = target.partition(":")
-    if not attr:
-        raise ValueError(f"env.engine={target!r} must look like 'package.module:Class'")
-    return getattr(importlib.import_module(module), attr)
+    return resolve_ref(target, "env.engine")
 
 
 # ---- engines ------------------------------------------------------------------------------------

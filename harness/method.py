@@ -19,12 +19,12 @@ the run with one line instead of failing every problem.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from agentic_repro.harness.context import ProblemContext
+from agentic_repro.harness.refs import resolve_ref
 from agentic_repro.harness.types import Solution
 from agentic_repro.harness.view import ProblemView
 
@@ -46,18 +46,9 @@ class FunctionMethod:
         return await self._fn(problem, ctx, **self._params)
 
 
-def resolve(target: str) -> Any:
-    module_name, _, attr = target.partition(":")
-    if not attr:
-        raise ValueError(f"solver '{target}' must look like 'package.module:name'")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import method module '{module_name}' for solver '{target}': {exc}") from exc
-    try:
-        return getattr(module, attr)
-    except AttributeError as exc:
-        raise ValueError(f"module '{module_name}' has no '{attr}' (solver '{target}')") from exc
+def resolve(target: str, what: str = "method.solver") -> Any:
+    """The code a config names (``package.module:name``; :func:`agentic_repro.harness.refs.resolve_ref`)."""
+    return resolve_ref(target, what)
 
 
 def build_method(cfg: dict[str, Any]) -> Method:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from agentic_repro.harness.method import resolve
+from agentic_repro.harness.refs import resolve_ref
 
 if TYPE_CHECKING:
     from agentic_repro.harness.benchmark import Benchmark
@@ -53,8 +53,8 @@ def build_scorers(benchmark_cfg: dict[str, Any], roles_cfg: dict[str, Any] | Non
     out = []
     for key, path in SCORER_BLOCKS.items():
         if benchmark_cfg.get(key) is not None:
-            scorer = resolve(path).from_config(benchmark_cfg[key], benchmark=str(benchmark_cfg.get("name")),
-                                               roles_cfg=roles_cfg or {})
+            scorer = resolve_ref(path, f"benchmark.{key}").from_config(
+                benchmark_cfg[key], benchmark=str(benchmark_cfg.get("name")), roles_cfg=roles_cfg or {})
             if scorer is not None:
                 out.append(scorer)
     return out

@@ -9,12 +9,12 @@ model: its identity says ``kind: scripted``, so such a run never passes for a mo
 from __future__ import annotations
 
 import asyncio
-import importlib
 from collections.abc import Callable
 from typing import Any
 
 from agentic_repro.harness.backbone import BackboneError, BackboneResult
 from agentic_repro.harness.ledger import Price
+from agentic_repro.harness.refs import resolve_ref
 from agentic_repro.harness.types import Completion
 
 __all__ = ["Script", "ScriptedBackbone", "build_scripted_backbone", "fixed_reply", "load_script"]
@@ -66,13 +66,10 @@ def fixed_reply(text: str) -> Script:
 
 def load_script(ref: str) -> Callable[..., Any]:
     """``package.module:function`` -> the function (a script, or a factory of one given the config's options)."""
-    module_name, sep, attr = ref.partition(":")
-    if not sep or not module_name or not attr:
-        raise BackboneError(f"backbone script {ref!r} is not 'package.module:function'", kind="config", attempts=0)
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise BackboneError(f"backbone script {ref!r} cannot be loaded: {exc}", kind="config", attempts=0) from exc
+        return resolve_ref(ref, "backbone.script")
+    except ValueError as exc:
+        raise BackboneError(str(exc), kind="config", attempts=0) from exc
 
 
 def build_scripted_backbone(cfg: dict[str, Any], *, name: str, price: Price, params: float | None,

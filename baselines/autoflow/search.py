@@ -373,7 +373,7 @@ async def run_search(spec: RunSpec, *, backbone: Any = None, servers: Any = None
     split_check = check_search_split(spec, split, str(search_cfg.get("shared_with_test", "refuse")))
     out = search_dir(spec, search_cfg)
     sctx = SearchContext(spec, search_cfg, out, backbone=backbone, servers=servers)
-    optimiser = resolve(search_cfg["optimiser"])(**dict(search_cfg.get("params") or {}))
+    optimiser = resolve(search_cfg["optimiser"], "method.search.optimiser")(**dict(search_cfg.get("params") or {}))
     started = time.time()
     with FolderLock(out, what="search folder"):  # one process per search folder (harness.lock)
         return await _search_locked(spec, search_cfg, split_check, out, sctx, optimiser, started)
