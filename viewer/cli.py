@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import functools
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -72,10 +73,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"agentic-repro view: cannot listen on {HOST}:{args.port}: {exc} (try --port 0)", file=sys.stderr)
             return 2
         print(f"{info['runs']} runs: http://{HOST}:{server.server_address[1]}/index.html  (Ctrl-C stops)", flush=True)
-        try:
-            threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C (or a kill) stops it, whichever thread the kernel told
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(0.5):  # the main thread wakes to run the handler: a KeyboardInterrupt in an untimed
+            pass                   # wait could be missed (CI: still serving 30 s after SIGINT)
         server.shutdown()
         return 0
     finally:
