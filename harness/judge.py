@@ -1,6 +1,6 @@
 """LLM-judge scoring beside the deterministic scorer (DyFlow scores MATH, LiveBench, SocialMaze this way).
 
-:class:`JudgeScorer` is the scorer a benchmark config's ``judge:`` block names (harness/scorers.py); the runner
+:class:`JudgeScorer` is the scorer a benchmark config's ``judge:`` block names (harness/extra_scorers.py); the runner
 calls it as it calls any scorer there, knowing no judge.
 
 A benchmark config opts in with ``judge: {enabled: true, prompt: "...{question}...{ground_truth}...{solution}...",
@@ -169,7 +169,7 @@ def judge_metrics(answered: list[dict[str, Any]], threshold: float) -> dict[str,
 
 @dataclass(frozen=True)
 class JudgeScorer:
-    """The LLM judge as a scorer (harness/scorers.py): records ``judge`` beside the prediction, its numbers in
+    """The LLM judge as a scorer (harness/extra_scorers.py): records ``judge`` beside the prediction, its numbers in
     metrics.json; when ``headline``, its score is the prediction's. A failed call, or a headline reply still
     unusable after ``max_attempts``, raises: the problem's error (``JudgeError: ...``), never a 0."""
 

@@ -11,7 +11,7 @@ alone means "the run's model with the planner adapter"). The core knows no role 
 declares the roles it calls (``roles: [designer, executor]``) and a slot for each in its defaults list
 (``- /roles@_global_.roles.designer: slot``, configs/roles/slot.yaml), which is what lets the command line set
 ``backbone@roles.designer=...`` without a ``+``; a scorer a benchmark names declares its own (the judge:
-harness/scorers.py). Declared roles not configured run on the default backbone, attributed to their own name;
+harness/extra_scorers.py). Declared roles not configured run on the default backbone, attributed to their own name;
 a configured role nobody declares is refused before any work, and a role neither configured nor declared is an
 error at the first call that names it, before any request. Roles that name the same backbone config share one
 backbone object (one server, one concurrency limit, one LLMClient); every call is attributed to its role in the

@@ -31,7 +31,7 @@ from agentic_repro.harness.meta import run_metadata
 from agentic_repro.harness.n_mode import n_mode_of
 from agentic_repro.harness.method import Method, build_method, check_requirements, resolve
 from agentic_repro.harness.identity import backbone_identity, check_run_identity
-from agentic_repro.harness.scorers import build_scorers
+from agentic_repro.harness.extra_scorers import build_scorers
 from agentic_repro.harness.llm import BudgetStop, DollarCap, LLMClient, RunAborted
 from agentic_repro.harness.lock import FolderLock
 from agentic_repro.harness.spec import backbone_dir
@@ -113,7 +113,7 @@ class Runner:
         self.paths = RunPaths(spec.out_dir)
         self.benchmark: Benchmark = build_benchmark(spec.benchmark_cfg)
         self.method: Method = build_method(spec.method_cfg)
-        # the scorers the benchmark config names beside its own score (harness/scorers.py: e.g. an LLM judge)
+        # the scorers the benchmark config names beside its own score (harness/extra_scorers.py: e.g. an LLM judge)
         self._scorers = build_scorers(spec.benchmark_cfg, spec.roles_cfg)
         declared = list(spec.method_cfg.get("roles") or [])  # the roles the method declares (harness/roles.py)
         declared += [s.role for s in self._scorers if s.role is not None and s.role not in declared]  # the run's
@@ -444,7 +444,7 @@ class Runner:
     async def _extra_scores_or_error(self, ctx: RunContext, pctx: ProblemContext, problem: Problem,
                                      solution: Solution, value: float,
                                      scored: dict[str, Any]) -> tuple[float, str, str | None]:
-        """The benchmark's other scorers (harness/scorers.py) on an answered prediction, their records into
+        """The benchmark's other scorers (harness/extra_scorers.py) on an answered prediction, their records into
         ``scored``: (the score — a headline scorer's —, status, error). A failure is the problem's error, never
         a 0."""
         for scorer in self._scorers:
