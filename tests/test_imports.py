@@ -11,7 +11,7 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
-SKIP = {".venv", ".git", "results", "data", ".cache", "node_modules"}
+SKIP = {".venv", ".git", "results", "data", ".cache", "node_modules", "build", "dist"}  # build/, dist/: a wheel build's output (a test builds one in place, files come and go)
 # Subpackages that are components of their own: a node of the graph apart from their top-level package.
 # evaluators/sandbox imports nothing of evaluators/ or harness/ (the harness configures it and records its isolation;
 # the code benchmarks run programs in it), so it sits below both although it lives in the evaluators folder.
