@@ -43,7 +43,7 @@ from agentic_repro.evaluators import extract as ex
 from agentic_repro.evaluators.base import Benchmark
 from agentic_repro.evaluators.data import data_dir, read_jsonl
 from agentic_repro.evaluators.sandbox import Program, SandboxFailure, humaneval_program, mbpp_program, run_program_async
-from agentic_repro.evaluators.scorers import CodeExecutionDisabled, code_key, score_code
+from agentic_repro.evaluators.scorers import code_key, require_execution, score_code
 from agentic_repro.harness.types import Problem, Score
 
 
@@ -63,10 +63,7 @@ class CodeBenchmark(Benchmark):
         return {"timeout_s": float(s.get("timeout_s", 10.0)), "memory_mb": int(s.get("memory_mb", 1024))}
 
     def _require_execution(self) -> None:
-        if not self.cfg.get("execute_code", False):
-            raise CodeExecutionDisabled(
-                f"benchmark {self.name} scores by running generated code, which is off: "
-                f"set benchmark.execute_code=true to allow it (it runs in a sandboxed subprocess)")
+        require_execution(self.cfg, self.name)
 
     def entry_point(self, problem: Problem) -> str:
         return problem.fields["entry_point"]

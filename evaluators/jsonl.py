@@ -166,10 +166,7 @@ class JSONLBenchmark(Benchmark):
                                         on_timeout=str(self.cfg.get("checker_timeout", "error")))
 
     async def _score_code(self, code: str, rule: str, problem: Problem) -> Score:
-        if not self.cfg.get("execute_code", False):
-            raise scorers.CodeExecutionDisabled(
-                f"benchmark {self.name} scores by running generated code, which is off: set "
-                "benchmark.execute_code=true to allow it (it runs in the sandbox)")
+        scorers.require_execution(self.cfg, self.name)
         from agentic_repro.evaluators.sandbox import humaneval_program, mbpp_program
 
         limits = self.cfg.get("sandbox") or {}

@@ -116,6 +116,14 @@ class CodeExecutionDisabled(RuntimeError):
     """A code benchmark's score runs generated code, which its config has not allowed (``execute_code: true``)."""
 
 
+def require_execution(cfg: dict[str, Any], name: str) -> None:
+    """Refuse to score by running generated code unless the benchmark's config allows it (``execute_code: true``)."""
+    if not cfg.get("execute_code", False):
+        raise CodeExecutionDisabled(
+            f"benchmark {name} scores by running generated code, which is off: "
+            f"set benchmark.execute_code=true to allow it (it runs in a sandboxed subprocess)")
+
+
 def code_key(extracted: Any) -> Hashable | None:
     """A program's formatting-insensitive identity (its AST): the voting key of a code answer."""
     if not extracted:
