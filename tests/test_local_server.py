@@ -10,9 +10,12 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import os
+import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -124,6 +127,35 @@ def test_threads_rule_leaves_busy_cores_alone() -> None:
     assert ls.choose_threads("auto", cores=16, load=4.0) == 11
     assert ls.choose_threads(None, cores=1, load=3.0) == 1
     assert ls.choose_threads(6, cores=2, load=5.0) == 6  # an explicit number is used as given
+
+
+def test_free_threads_take_every_idle_core_and_leave_busy_ones() -> None:
+    """``free``: one harness process waiting on its server gives it every idle core (2 of an idle 2-core machine,
+    where ``auto`` keeps one for the harness); cores busy now are left alone; without /proc/stat, the load average."""
+    assert ls.choose_threads("free", cores=2, busy=0.1) == 2
+    assert ls.choose_threads("free", cores=2, busy=0.9) == 1
+    assert ls.choose_threads("free", cores=2, busy=2.0) == 1
+    assert ls.choose_threads("free", cores=16, busy=3.2) == 13
+    assert ls.choose_threads("auto", cores=2, load=0.0, busy=0.0) == 1      # auto ignores the sample
+    with mock.patch.object(ls, "busy_cores", return_value=None):
+        assert ls.choose_threads("free", cores=2, load=0.1) == 2
+        assert ls.choose_threads("free", cores=2, load=1.2) == 1
+    assert ls._make_key(Path("/x.gguf"), 512, "free", None, None, None).n_threads == "free"
+    assert ls._make_key(Path("/x.gguf"), 512, None, None, None, None).n_threads == "auto"
+
+
+def test_busy_cores_reads_a_busy_loop_from_proc_stat() -> None:
+    """The sample sees a core spinning beside it (the load average would show it only a minute later)."""
+    idle = ls.busy_cores(0.3)
+    assert idle is not None and 0.0 <= idle <= (os.cpu_count() or 1)
+    spin = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        busy = ls.busy_cores(0.5)
+    finally:
+        spin.kill()
+        spin.wait()
+    assert busy is not None and busy >= 0.8, (idle, busy)
 
 
 def test_missing_llama_server_binary_is_explained(model_file: Path, tmp_path: Path,

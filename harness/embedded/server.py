@@ -17,8 +17,9 @@ through the same client code. Two implementations (``impl``):
 * ``python``: llama-cpp-python's server (one request at a time), kept for the
   bench comparison and for machines where the binary cannot be built.
 
-Threads: ``n_threads: auto`` (the default) is chosen at start for the cores that
-are actually free, see :func:`choose_threads`.
+Threads: ``n_threads: auto`` (the default: one core left for the harness) or ``free``
+(every idle core: one harness process driving one server) is chosen at start for
+the cores that are actually free, see :func:`choose_threads`.
 
 Facts about ``llama_cpp.server`` (0.3.36) this module relies on:
 
@@ -125,32 +126,70 @@ def _require_impl(key: ServerKey) -> None:
         raise LocalServerError(MISSING_HINT)
 
 
+THREAD_MODES = ("auto", "free")
+
+
 def choose_threads(requested: int | str | None = "auto", *, cores: int | None = None,
-                   load: float | None = None) -> int:
+                   load: float | None = None, busy: float | None = None) -> int:
     """llama.cpp threads for the cores actually free.
 
     Measured on this project's 2-core machine: with 2 threads llama.cpp collapses to 1-2 tok/s as soon
     as another process uses a core (its threads wait for each other at every layer), while 1 thread
-    keeps 24-29 tok/s under the same load. Rule: ``auto`` = the cores this process may use, minus the
-    1-minute load average (rounded up), minus one core left for the harness itself; at least 1.
-    So 1 thread on 2 cores, 15 on an idle 16-core machine, 11 when 4 cores are busy.
+    keeps its speed under the same load. Two rules:
+
+    * ``auto``: the cores this process may use, minus the 1-minute load average (rounded up), minus one core
+      left for the harness itself; at least 1. So 1 thread on 2 cores, 15 on an idle 16-core machine, 11 when
+      4 cores are busy. For several processes sharing a machine (the test suite's workers, each with a server).
+    * ``free``: every core that is idle now (``busy``: the cores in use, sampled from ``/proc/stat`` over
+      ~0.5 s; the load average lags a minute behind the install steps that precede a table). For one harness
+      process driving one server: it waits on the server almost all the time. Measured 2026-12-06 on the idle
+      2-core machine (bench/table_runner.py, 8 cells of Table 1's smoke, runs one at a time): 97.8 s with 2
+      threads, 178.2 s with 1 (0.55x); a busy loop beside 2 threads cut them to 6.2 tok/s (16.9 idle).
+
     An integer is used as given.
     """
-    if requested not in (None, "auto"):
+    if requested not in (None, *THREAD_MODES):
         return max(1, int(requested))  # type: ignore[arg-type]
     if cores is None:
         try:
             cores = len(os.sched_getaffinity(0))
         except (AttributeError, OSError):
             cores = os.cpu_count() or 1
+    import math
+
+    if requested == "free":
+        if busy is None:
+            busy = busy_cores()
+        if busy is not None:
+            return max(1, cores - max(0, round(busy)))
     if load is None:
         try:
             load = os.getloadavg()[0]
         except OSError:
             load = 0.0
-    import math
+    reserve = 0 if requested == "free" else 1  # free without /proc/stat: the load average instead
+    return max(1, cores - reserve - max(0, math.ceil(load - 0.25)))  # 0.25: a blip of load is not a busy core
 
-    return max(1, cores - 1 - max(0, math.ceil(load - 0.25)))  # 0.25: a blip of load is not a busy core
+
+def busy_cores(window_s: float = 0.5) -> float | None:
+    """Cores in use over ``window_s`` seconds, from the machine's ``/proc/stat`` (None where it cannot be read)."""
+    def sample() -> tuple[int, int]:
+        with open("/proc/stat", encoding="ascii") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]), idle
+
+    try:
+        total0, idle0 = sample()
+        time.sleep(window_s)
+        total1, idle1 = sample()
+    except (OSError, ValueError, IndexError):
+        return None
+    total = total1 - total0
+    if total <= 0:
+        return None
+    cores = os.cpu_count() or 1
+    return cores * (1.0 - (idle1 - idle0) / total)
 
 
 def lora_adapters(base_url: str, timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -284,7 +323,8 @@ def _make_key(
     if impl == "python" and (int(parallel) != 1 or lora):
         raise LocalServerError("server.impl=python serves one request at a time without per-request LoRA: "
                                "use server.impl=llama-server for parallel > 1 or adapters")
-    threads: int | str = "auto" if n_threads in (None, "auto") else int(n_threads)  # type: ignore[arg-type]
+    threads: int | str = ("auto" if n_threads is None else n_threads if n_threads in THREAD_MODES
+                          else int(n_threads))  # type: ignore[arg-type]
     return ServerKey(
         model_path=str(p),
         n_ctx=int(n_ctx),
