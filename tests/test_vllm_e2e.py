@@ -95,7 +95,9 @@ def _chat_requests(srv) -> int:
 
 
 def test_cot_sc_n_samples_are_one_request(tmp_path, vllm_overrides):
-    spec, metrics = run_e2e(tmp_path, ["method=cot_sc", "benchmark=gsm8k", "limit=2", *vllm_overrides])
+    # cot_sc's config follows its release (n_mode: separate, issue 30); n as one request is the other recorded mode
+    one_request = ["method=cot_sc", "benchmark=gsm8k", "limit=2", "method.sampling.n_mode=request"]
+    spec, metrics = run_e2e(tmp_path, [*one_request, *vllm_overrides])
     srv = _server()
     preds = check_run_files(spec, metrics, 2)
     calls = [json.loads(x) for x in (spec.out_dir / "calls.jsonl").read_text().splitlines()]
@@ -108,7 +110,7 @@ def test_cot_sc_n_samples_are_one_request(tmp_path, vllm_overrides):
     assert len(model["weights"]["sha256"]) == 64 and model["weights"]["conversion"]["dtype"] == "bfloat16"
     # the server's own log: a re-run with a fresh cache sends exactly 2 HTTP requests for 10 samples
     before = _chat_requests(srv)
-    run_e2e(tmp_path / "again", ["method=cot_sc", "benchmark=gsm8k", "limit=2", *vllm_overrides])
+    run_e2e(tmp_path / "again", [*one_request, *vllm_overrides])
     assert _chat_requests(srv) - before == 2
 
 
