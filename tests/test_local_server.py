@@ -142,6 +142,8 @@ def test_free_threads_take_every_idle_core_and_leave_busy_ones() -> None:
         assert ls.choose_threads("free", cores=2, load=1.2) == 1
     assert ls._make_key(Path("/x.gguf"), 512, "free", None, None, None).n_threads == "free"
     assert ls._make_key(Path("/x.gguf"), 512, None, None, None, None).n_threads == "auto"
+    with pytest.raises(LocalServerError, match=r"server.n_threads='bogus': give a number, auto or free"):
+        ls._make_key(Path("/x.gguf"), 512, "bogus", None, None, None)
 
 
 def test_busy_cores_reads_a_busy_loop_from_proc_stat() -> None:

@@ -323,8 +323,11 @@ def _make_key(
     if impl == "python" and (int(parallel) != 1 or lora):
         raise LocalServerError("server.impl=python serves one request at a time without per-request LoRA: "
                                "use server.impl=llama-server for parallel > 1 or adapters")
-    threads: int | str = ("auto" if n_threads is None else n_threads if n_threads in THREAD_MODES
-                          else int(n_threads))  # type: ignore[arg-type]
+    try:
+        threads: int | str = ("auto" if n_threads is None else n_threads if n_threads in THREAD_MODES
+                              else int(n_threads))  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise LocalServerError(f"server.n_threads={n_threads!r}: give a number, auto or free") from None
     return ServerKey(
         model_path=str(p),
         n_ctx=int(n_ctx),
