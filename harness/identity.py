@@ -33,7 +33,10 @@ NEUTRAL_KEYS = (
     "runner.batch", "runner.batch_poll_s", "runner.batch_flush_s",  # the Batch API answers the same requests
 )
 #: Keys of a backbone config (the run's and each role's) that do not change its outputs.
-NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads", "base_url",
+#: ``server.cache_ram_mib``: llama-server's host-RAM prompt cache restores a prompt's saved KV state instead of
+#: reading it again, as its slots already do for the prompt they hold (measured: the same answers, table1.yaml).
+NEUTRAL_BACKBONE_KEYS = ("max_concurrency", "http_library", "retry", "api_key_env", "server.n_threads",
+                         "server.cache_ram_mib", "base_url",
                          "rate_limit", "price", "service_tier")  # price, tier: what a reply costs, not what it says
 
 #: Files that make up a run's results (removed by ``restart=true``; server.log is kept).
