@@ -43,7 +43,8 @@ def _dataset(folder: Path, word: str):
 
 
 def train_adapters(root: Path) -> dict[str, Path]:
-    """Three LoRAs trained by training/ (2 SFT steps each: the path, not the quality) on the weights vLLM serves: the
+    """Three LoRAs trained by training/ (6 SFT steps each at a constant 1e-2, enough to learn a word: 2 steps at 5e-3
+    changed answers but taught none, so a test could not tell which adapter served a call) on the weights vLLM serves: the
     embedded GGUF as ``make install-vllm`` converted it (bf16 safetensors, read in seconds; dequantising the GGUF
     again takes minutes per load on 2 shared cores). Cached by content under ``root`` (the words, the options, the
     weights' sha256) like training.fixtures."""
@@ -55,7 +56,8 @@ def train_adapters(root: Path) -> dict[str, Path]:
     weights = converted_model("local")
     out = {}
     for name, word in ADAPTERS.items():
-        opts = [f"base={weights.folder}", "max_steps=2", "lr=5e-3", "batch_size=4", "grad_accum=1", "warmup_ratio=0",
+        opts = [f"base={weights.folder}", "max_steps=6", "lr=1e-2", "scheduler=constant", "batch_size=4", "grad_accum=1",
+                "warmup_ratio=0",
                 "val_fraction=0", "max_length=128", f"name={name}", "export_gguf=false"]
         key = hashlib.sha256(json.dumps([word, opts, weights.sha256]).encode()).hexdigest()
         d = root / f"vllm-lora-{name}-{key[:16]}"
@@ -143,7 +145,8 @@ def test_dynagraph_two_lora_experts_in_one_vllm_process(tmp_path, vllm_overrides
 
 
 def test_adapters_change_answers_chosen_per_call(vllm_overrides):
-    """A base call and each adapter's call on the prompt it was trained on differ, through one backbone."""
+    """Through one backbone, each call is answered by the adapter it names: each adapter says the word it was taught
+    (on a prompt of its training), which neither the base model nor the other adapters say."""
     import asyncio
 
     from agentic_repro.harness.backbones import build_backbone
@@ -161,8 +164,8 @@ def test_adapters_change_answers_chosen_per_call(vllm_overrides):
             await bb.aclose()
 
     out = asyncio.run(main())
-    assert all(out[a] != out[None] for a in ADAPTERS), out
-    assert any(w in out[a] for a, w in ADAPTERS.items()), out  # at least one was taught its word in 2 steps
+    assert all(w in out[a] for a, w in ADAPTERS.items()), out
+    assert not any(w in out[b] for a, w in ADAPTERS.items() for b in (None, *ADAPTERS) if b != a), out
 
 
 def test_ctrl_c_stops_the_managed_server_and_the_rerun_resumes(tmp_path):
