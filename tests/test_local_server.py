@@ -423,3 +423,33 @@ def test_real_python_server_concurrent_requests_are_not_truncated(tmp_path: Path
 
         outs = asyncio.run(main())
     assert all(o.usage.completion_tokens >= 4 for o in outs)
+
+
+@pytest.mark.slow
+def test_real_prompt_cache_restores_an_evicted_prefix_with_the_same_answer(tmp_path: Path) -> None:
+    """Table 1's embedded sizes set `cache_ram_mib` (table1.yaml) and keep it out of a run's identity: a task read
+    once is restored from host RAM after its slot held another prompt, instead of being read again, and the answer
+    is the one a fresh read gives (greedy, one slot)."""
+    import httpx
+
+    from agentic_repro.harness.embedded.gguf import KNOWN_MODELS, resolve_gguf
+
+    spec = KNOWN_MODELS[DEFAULT_MODEL]
+    task = " ".join(f"Box {i} holds {i * 3} {['red', 'blue', 'green'][i % 3]} marbles." for i in range(30))
+    asks = [f"{task}\n\nHow many boxes are there?", "Write one sentence about the sea.",
+            f"{task}\n\nWhich colour are the marbles in box 4?"]
+    seen = {}
+    for mib in (0, 256):
+        with ServerPool(use_env=False) as pool:
+            url = pool.get_or_start(resolve_gguf(spec), log_path=tmp_path / f"cache{mib}.log", n_ctx=2048,
+                                    n_threads=1, model_alias=spec.name, cache_ram_mib=mib)
+            replies = [httpx.post(f"{url}/v1/chat/completions", timeout=300, json={
+                "model": spec.name, "temperature": 0, "max_tokens": 16,
+                "messages": [{"role": "user", "content": ask}]}).json() for ask in asks]
+        last = replies[-1]
+        seen[mib] = (last["choices"][0]["message"]["content"], last["timings"]["prompt_n"],
+                     last["usage"]["prompt_tokens"])
+    (fresh, read_fresh, tokens), (cached, read_cached, _) = seen[0], seen[256]
+    assert fresh and cached == fresh
+    assert tokens > 300 and read_fresh > tokens - 40      # without the cache: all but the chat template's start
+    assert read_cached < 40                               # with it: only what follows the task

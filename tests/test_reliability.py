@@ -116,6 +116,18 @@ def test_neutral_keys_and_problem_selection_do_not_change_the_identity(tmp_path,
     assert run(wider, bb)["n"] == 5 and len(bb.requests) == 3
 
 
+def test_server_threads_and_the_prompt_cache_are_not_part_of_a_runs_identity_but_slots_are():
+    """Table 1's embedded sizes set `n_threads=free` and `cache_ram_mib=2048` (table1.yaml): neither changes what is
+    asked or answered, so runs made without them resume; the number of slots does (batched decoding)."""
+    from agentic_repro.harness.identity import output_config
+
+    def ident(*overrides: str) -> dict:
+        return output_config(compose(["backbone=local", *overrides]))
+
+    assert ident() == ident("backbone.server.n_threads=free", "backbone.server.cache_ram_mib=2048")
+    assert ident() != ident("backbone.server.parallel=1")
+
+
 def test_a_folder_from_before_identity_json_is_checked_against_its_config(tmp_path, tiny_data):
     from agentic_repro.harness.identity import IdentityMismatch
 

@@ -263,3 +263,18 @@ def test_the_embedded_sizes_run_one_at_a_time_on_every_idle_core():
         assert concurrent_runs({"backbone": "local"}, info["protocol_settings"], items[0].overrides) == 1
     items, _ = build_plan(exp, {"backbone": "gpt-4o-mini", "size": "paper"}, [])
     assert not any(o.startswith("backbone.server") for it in items for o in it.overrides)
+
+
+def test_the_embedded_sizes_restore_prompts_from_the_host_cache():
+    """Issue 33, measured (table1.yaml): the methods after IO read the same task first, and llama-server's host-RAM
+    prompt cache restores it (CoT on HotpotQA 111.5 s -> 11.1 s, the same answers). The embedded sizes turn it on;
+    the backbone's default stays 0 (test servers stay small) and the paper size (an API) has no server."""
+    from agentic_repro.scripts.reproduce_table1 import build_plan
+    from agentic_repro.scripts.runs import load_experiment
+    from tests.conftest import compose
+
+    exp = load_experiment("table1")
+    for size in ("embedded", "smoke", "large"):
+        items, _ = build_plan(exp, {"backbone": "local", "size": size}, [])
+        assert items and all("backbone.server.cache_ram_mib=2048" in it.overrides for it in items), size
+    assert compose(["backbone=local"])["backbone"]["server"]["cache_ram_mib"] == 0
