@@ -140,9 +140,9 @@ lint: $(STAMP)/core
 	$(PY) -m ruff check .
 	$(PY) -m pyright --pythonpath $(PY) --level error
 
-# tests/test_vllm_e2e.py (a real vLLM server on CPU, issue 31) runs in `make test-vllm`, not here yet: 2026-12-06 it
-# ran 17 min here (3 of 5 passed; CoT-SC's test then fixed for issue 30's n_mode and passed alone in 8 min; the
-# adapter test's 2-step adapters do not say their taught words), and CI already takes ~56 min
+# tests/test_vllm_e2e.py (a real vLLM server on CPU, issue 31) runs in `make test-vllm`, not here yet: 2026-12-06
+# all 5 passed in 887 s (one adapter trained, 8 steps, and the server's start included; venv and converted model
+# cached), and CI already takes ~55 min
 VLLM_E2E := tests/test_vllm_e2e.py
 
 test: lint install-local install-embed install-train install-agents install-sweeps data browser-tools
