@@ -144,6 +144,8 @@ def test_free_threads_take_every_idle_core_and_leave_busy_ones() -> None:
     assert ls._make_key(Path("/x.gguf"), 512, None, None, None, None).n_threads == "auto"
     with pytest.raises(LocalServerError, match=r"server.n_threads='bogus': give a number, auto or free"):
         ls._make_key(Path("/x.gguf"), 512, "bogus", None, None, None)
+    with pytest.raises(LocalServerError, match=r"server.cache_ram_mib='lots': give MiB as a number"):
+        ls._make_key(Path("/x.gguf"), 512, 1, None, None, None, cache_ram_mib="lots")
 
 
 def test_busy_cores_reads_a_busy_loop_from_proc_stat() -> None:

@@ -328,6 +328,10 @@ def _make_key(
                               else int(n_threads))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise LocalServerError(f"server.n_threads={n_threads!r}: give a number, auto or free") from None
+    try:
+        cache_mib = int(cache_ram_mib)
+    except (TypeError, ValueError):
+        raise LocalServerError(f"server.cache_ram_mib={cache_ram_mib!r}: give MiB as a number (0 = no prompt cache)") from None
     return ServerKey(
         model_path=str(p),
         n_ctx=int(n_ctx),
@@ -338,7 +342,7 @@ def _make_key(
         impl=impl,
         parallel=int(parallel),
         lora=tuple(str(Path(x).expanduser().resolve()) for x in (lora or ())),
-        cache_ram_mib=int(cache_ram_mib),
+        cache_ram_mib=cache_mib,
     )
 
 
