@@ -140,20 +140,20 @@ lint: $(STAMP)/core
 	$(PY) -m ruff check .
 	$(PY) -m pyright --pythonpath $(PY) --level error
 
-# tests/test_vllm_e2e.py (a real vLLM server on CPU, issue 31) runs in `make test-vllm`, not here yet: 2026-12-06
-# all 5 passed in 887 s (one adapter trained, 8 steps, and the server's start included; venv and converted model
-# cached), and CI already takes ~55 min
+# tests/test_vllm_e2e.py: a real vLLM server on CPU (issue 31), its venv and converted model from install-vllm. In
+# `make test` its tests share one xdist worker and one vLLM server bound to one core (the other worker keeps the
+# other); `make test-vllm` runs the file alone
 VLLM_E2E := tests/test_vllm_e2e.py
 
-test: lint install-local install-embed install-train install-agents install-sweeps data browser-tools
-	$(PY) -m pytest -q $(XDIST) --ignore=$(VLLM_E2E) $(PYTEST_ARGS)
+test: lint install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
 test-fast: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-test-slow: install-local install-embed install-train install-agents install-sweeps data browser-tools
-	$(PY) -m pytest -q -m slow $(XDIST) --ignore=$(VLLM_E2E) $(PYTEST_ARGS)
+test-slow: install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
+	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
 # vLLM for real: its own venv, the converted model, one server shared by the file's tests (one process)
 test-vllm: install-local install-train install-vllm data

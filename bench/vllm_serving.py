@@ -5,8 +5,10 @@
   harness, bare, bare, harness (ABBA) after a warm-up run, so a change of machine load hits both sides.
   ``harness_over_bare`` = the bare wall over the harness wall (goal >= 0.9).
 * **engines**: vLLM against llama-server on the same model (bf16 vs its Q4_K_M GGUF) and prompts: CoT-SC(5) on the
-  first N GSM8K problems (``--problems``, the issue's 20 take too long on 2 shared cores: say how many), cache off,
-  each backbone's shipped settings; wall and completion tokens per second of each, and their ratio.
+  first N GSM8K problems (``--engine-problems``; the issue's 20 take over an hour through vLLM on this CPU: say how
+  many), cache off, each backbone's shipped settings (vLLM reserves one of the 2 cores for its API server and
+  computes on the other; llama-server's ``n_threads: auto`` is 1 here), vLLM without LoRA (its own server, started
+  first); wall and completion tokens per second of each, and their ratio.
 * **memory**: peak resident memory (``VmHWM``, summed over vLLM's processes: the API server and its engine core,
   not the Python watcher) of a server with 4 LoRA adapters against one with 1, after start and one greedy request
   on the base and on every adapter. Goal: <= 1.1x. Both servers have the same ``--max-loras 4`` (the config's):
@@ -15,8 +17,8 @@
 
     flock /tmp/model-server.lock python bench/vllm_serving.py [--parts memory,overhead,engines] [--problems 5]
 
-Two vLLM starts in all (the 1-adapter server, then the 4-adapter server every part uses: the overhead and engines
-parts send base-model requests to it) and one llama-server.
+vLLM starts: the engines part's base-only server, the 1-adapter server (memory), then the 4-adapter server the
+memory and overhead parts use (overhead sends base-model requests to it); and one llama-server (engines).
 """
 from __future__ import annotations
 
@@ -112,13 +114,18 @@ def overhead(tmp: Path, srv: Any, problems: int) -> dict[str, Any]:
             "harness_over_bare": round(b / h, 3), "completion_tokens_per_run": m["totals"]["completion_tokens"]}
 
 
-def engines(tmp: Path, srv: Any, problems: int, max_tokens: int) -> dict[str, Any]:
-    """CoT-SC(5) through vLLM (the running server) and then through llama-server (started here), cache off."""
+def engines(tmp: Path, problems: int, max_tokens: int) -> dict[str, Any]:
+    """CoT-SC(5) through a vLLM server of the base model alone (no LoRA: ``--enable-lora`` slows every request,
+    base ones included), stopped before llama-server (started here) runs the same problems, cache off."""
     from agentic_repro.harness.embedded.server import ServerPool
 
     out: dict[str, Any] = {"problems": problems, "method": "cot_sc (k=5, T=0.7)", "max_tokens": max_tokens}
     for backbone in (CONFIG, "local"):
+        srv = None
         if backbone == CONFIG:
+            t0 = time.perf_counter()
+            srv = _server(tmp, None, tag="engines")
+            out["vllm_startup_s"] = round(time.perf_counter() - t0, 1)
             os.environ["AGENTIC_REPRO_VLLM_URL"] = srv.base_url
         try:
             with ServerPool(use_env=False) as pool:
@@ -129,10 +136,13 @@ def engines(tmp: Path, srv: Any, problems: int, max_tokens: int) -> dict[str, An
                 m, wall, _ = _run(tmp, [*common, f"limit={problems}"], backbone, pool)
         finally:
             os.environ.pop("AGENTIC_REPRO_VLLM_URL", None)
+            if srv is not None:
+                srv.stop()
         toks = m["totals"]["completion_tokens"]
         out[backbone] = {"wall_s": round(wall, 1), "completion_tokens": toks, "tokens_per_s": round(toks / wall, 2),
                          "score_pct": round(m["score_pct"], 1), "n": m["n"], "errors": m.get("n_errors", 0),
                          "load_after": os.getloadavg()}
+        print(json.dumps({backbone: out[backbone]}), flush=True)
     out["vllm_over_llama_server_tokens_per_s"] = round(out[CONFIG]["tokens_per_s"] / out["local"]["tokens_per_s"], 3)
     out["vllm_over_llama_server_wall"] = round(out[CONFIG]["wall_s"] / out["local"]["wall_s"], 3)
     return out
@@ -208,8 +218,13 @@ def main() -> None:
                 result["memory"] = {"1_adapter_hwm_mib": _exercise_hwm(one, ["a0"])}
             finally:
                 one.stop()
+        if "engines" in parts:  # its own server, before the 4-adapter one
+            result["engines"] = engines(tmp, args.engine_problems, args.max_tokens)
+            print(json.dumps({"engines": result["engines"]}), flush=True)
+        if not {"memory", "overhead"} & set(parts):
+            parts = []
         t0 = time.perf_counter()
-        srv = _server(tmp, adapters, tag="main")
+        srv = _server(tmp, adapters, tag="main") if parts else None
         result["startup_s"] = round(time.perf_counter() - t0, 1)
         try:
             if "memory" in parts:
@@ -221,11 +236,9 @@ def main() -> None:
             if "overhead" in parts:
                 result["overhead"] = overhead(tmp, srv, args.problems)
                 print(json.dumps({"overhead": result["overhead"]}), flush=True)
-            if "engines" in parts:
-                result["engines"] = engines(tmp, srv, args.engine_problems, args.max_tokens)
-                print(json.dumps({"engines": result["engines"]}), flush=True)
         finally:
-            srv.stop()
+            if srv is not None:
+                srv.stop()
     result["load_after"] = os.getloadavg()
     print(json.dumps({"load_before": result["load_before"], "load_after": result["load_after"]}))
     if args.json:
