@@ -227,13 +227,13 @@ def main() -> None:
         srv = _server(tmp, adapters, tag="main") if parts else None
         result["startup_s"] = round(time.perf_counter() - t0, 1)
         try:
-            if "memory" in parts:
+            if "memory" in parts and srv is not None:
                 mem = result["memory"]
                 mem["4_adapters_hwm_mib"] = _exercise_hwm(srv, list(adapters))
                 mem["four_over_one"] = round(mem["4_adapters_hwm_mib"] / mem["1_adapter_hwm_mib"], 3)
                 mem["max_loras"] = srv.key.max_loras
                 print(json.dumps({"memory": mem}), flush=True)
-            if "overhead" in parts:
+            if "overhead" in parts and srv is not None:
                 result["overhead"] = overhead(tmp, srv, args.problems)
                 print(json.dumps({"overhead": result["overhead"]}), flush=True)
         finally:

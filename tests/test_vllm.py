@@ -227,3 +227,17 @@ def test_docs_vllm_snippets_name_real_configs_and_targets():
             for part in k.split("."):
                 assert isinstance(node, dict) and part in node, (name, k)
                 node = node[part]
+
+
+def test_docs_vllm_bench_rows_name_the_benchs_parts_and_options():
+    """The measured table in docs/backbones.md names bench/vllm_serving.py's parts and options as the bench spells
+    them (a renamed option fails here, not in a reader's shell)."""
+    doc = (ROOT / "docs/backbones.md").read_text()
+    section = doc[doc.index("## vLLM on this machine"):]
+    src = (ROOT / "bench/vllm_serving.py").read_text()
+    rows = re.findall(r"^\| `(\w+)((?: --[\w-]+ \d+)*)`", section, flags=re.MULTILINE)
+    assert {part for part, _ in rows} == {"memory", "overhead", "engines"}, rows
+    for part, opts in rows:
+        assert f'"{part}" in parts' in src, part
+        for opt in re.findall(r"--[\w-]+", opts):
+            assert f'ap.add_argument("{opt}"' in src, opt
