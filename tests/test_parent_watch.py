@@ -68,3 +68,34 @@ def test_exec_binary_exits_when_its_parent_is_killed():
         if _alive(pid):
             os.kill(pid, signal.SIGKILL)
     assert gone, "the watched binary outlived its parent"
+
+
+PARENT_EXEC_TREE = """
+import subprocess, sys, os, time
+w = subprocess.Popen([sys.executable, "-m", "agentic_repro.harness.embedded.parent_watch", str(os.getpid()), "--exec",
+                      "sh", "-c", "sleep 60 & wait"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+time.sleep(1.0)
+binary = open(f"/proc/{w.pid}/task/{w.pid}/children").read().split()[0]
+grandchild = open(f"/proc/{binary}/task/{binary}/children").read().split()[0]
+print(w.pid, binary, grandchild, flush=True)
+time.sleep(60)
+"""
+
+
+def test_exec_binarys_own_children_exit_when_its_parent_is_killed():
+    """vLLM's API server runs its engine core and worker as child processes (~4.4 GB on this machine): killing only
+    the binary orphaned them, holding the memory and a core for nobody (seen: a test worker was OOM-killed beside
+    them). The watcher leads its process group and kills all of it."""
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_EXEC_TREE], stdout=subprocess.PIPE, text=True)
+    pids = list(map(int, parent.stdout.readline().split()))
+    assert all(_alive(p) for p in pids)
+    parent.send_signal(signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.2)
+    left = [p for p in pids if _alive(p)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"outlived their parent: {left} of watcher, binary, grandchild {pids}"

@@ -1,8 +1,8 @@
 """vLLM for real (slow): one vLLM server from the vLLM venv (``make install-vllm``) serving the embedded model (bf16)
 with two LoRA adapters trained here by ``training/`` (a DynaGraph expert and DyFlow's designer, which DynaGraph's
 planner uses too), shared by every test of this file through the session's server pool (``xdist_group``: one worker,
-one server). Under ``make test`` (two xdist workers, each with a one-thread llama-server) the vLLM server is bound to
-one core (``server.threads=1``), so the other worker keeps the other.
+one server). Under xdist (``pytest -n 2``: the other worker has a one-thread llama-server) the vLLM server is bound
+to one core (``server.threads=1``), so the other worker keeps the other.
 
 What each test shows: CoT-SC's n samples are one request to the server (its own request counter); DynaGraph's two
 experts are two adapters of one vLLM process, each call's adapter in the ledger; a run stopped by Ctrl-C stops the
@@ -56,7 +56,6 @@ def train_adapters(root: Path) -> dict[str, Path]:
     import hashlib
 
     from agentic_repro.harness.vllm.model import converted_model
-    from agentic_repro.training.train import compose_config, train
 
     weights = converted_model("local")
     out = {}
@@ -71,7 +70,11 @@ def train_adapters(root: Path) -> dict[str, Path]:
 
             shutil.rmtree(d, ignore_errors=True)
             data = _dataset(d, word)
-            train(compose_config("sft", [f"data={data.path}", f"out={d / 'out'}", *opts]))
+            # a process of its own: torch keeps the ~5 GB a training took for the life of its process, and this one
+            # (a test worker) then runs beside a vLLM server and the other worker (seen: a worker OOM-killed)
+            done = subprocess.run([sys.executable, "-m", "agentic_repro.training.train", "kind=sft",
+                                   f"data={data.path}", f"out={d / 'out'}", *opts], capture_output=True, text=True)
+            assert done.returncode == 0, done.stderr[-3000:]
         out[name] = d / "out" / "adapter"
     return out
 

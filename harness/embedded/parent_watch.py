@@ -9,7 +9,9 @@ server, which would then keep a core busy for nobody. This wrapper runs the serv
 module in-process with a watchdog thread that ends it once its parent has changed.
 A binary (``--exec``) runs as the watcher's child and is killed with it: it shares
 the watcher's process group, so a group signal reaches both, and the watchdog kills
-it before exiting when the parent is gone.
+it before exiting when the parent is gone, and with it the whole group when the
+watcher leads one (``start_new_session``): a server's own children (vLLM's engine
+core and worker) would otherwise outlive it.
 """
 from __future__ import annotations
 
@@ -29,6 +31,10 @@ def _watch(parent: int) -> None:
         time.sleep(1.0)
     if _child is not None and _child.poll() is None:
         _child.kill()
+    if os.getpgrp() == os.getpid():
+        # started with start_new_session (the servers are): the group holds only what the server started, e.g. vLLM's
+        # engine core and worker, which outlive a killed API server; this kills the watcher too
+        os.killpg(os.getpid(), signal.SIGKILL)
     os._exit(0)
 
 
