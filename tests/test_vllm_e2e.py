@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vllm"), pytest.mark.tim
 
 ROOT = Path(__file__).resolve().parents[1]
 ADAPTERS = {"expert_logic": "ZEBRA", "designer": "MAPLE"}  # name -> the word it is taught
-# one core for vLLM when another xdist worker runs the rest of the suite beside it (`make test`); vLLM's choice alone
+# one core for vLLM when another xdist worker runs other tests beside it (pytest -n 2); vLLM's own choice alone
 THREADS = ["backbone.server.threads=1"] if os.environ.get("PYTEST_XDIST_WORKER") else []
 
 
