@@ -578,6 +578,14 @@ def _descendants(root: int) -> list[int]:
     return out
 
 
+def _cmdline(pid: int) -> bytes:
+    """A process listed by ``_descendants`` may have ended since (the run's own process, at load): no command line."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (FileNotFoundError, ProcessLookupError):
+        return b""
+
+
 def test_a_pod_that_died_is_replaced_before_the_next_problem(mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever ends a pod's init between two runs, the next problem runs in a fresh pod, never an error."""
     import contextlib
@@ -591,7 +599,7 @@ def test_a_pod_that_died_is_replaced_before_the_next_problem(mode: str, monkeypa
     server = launch._SERVER
     assert server is not None
     inits = [p for p in _descendants(server.proc.pid)
-             if b"\n_pod(3, " in Path(f"/proc/{p}/cmdline").read_bytes()[-40:]]  # the init's -c ends with its call
+             if b"\n_pod(3, " in _cmdline(p)[-40:]]  # the init's -c ends with its call
     assert inits, "no pod init found"
     for pid in inits:
         with contextlib.suppress(ProcessLookupError):
