@@ -222,10 +222,11 @@ def main() -> None:
             result["engines"] = engines(tmp, args.engine_problems, args.max_tokens)
             print(json.dumps({"engines": result["engines"]}), flush=True)
         if not {"memory", "overhead"} & set(parts):
-            parts = []
-        t0 = time.perf_counter()
-        srv = _server(tmp, adapters, tag="main") if parts else None
-        result["startup_s"] = round(time.perf_counter() - t0, 1)
+            srv = None
+        else:
+            t0 = time.perf_counter()
+            srv = _server(tmp, adapters, tag="main")
+            result["startup_s"] = round(time.perf_counter() - t0, 1)
         try:
             if "memory" in parts and srv is not None:
                 mem = result["memory"]
