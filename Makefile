@@ -16,11 +16,10 @@ export AGENTIC_REPRO_DATA ?= $(CURDIR)/data
 # this VM's CPU advertises but faults on ("Illegal instruction" at the first completion).
 # The embedded server is llama.cpp's own llama-server, built by harness/embedded/build.py from the pinned
 # llama-cpp-python sdist with the same flags (its CMAKE_FLAGS) and cached under
-# ~/.cache/agentic-repro/llama-server/<sdist sha256 + flags>/ (~5 min on 2 idle cores, ~11-13 min loaded;
-# instant afterwards). LLAMA_CMAKE_ARGS is for the optional llama-cpp-python wheel (server.impl=python);
-# pip's wheel cache makes every install of it after the first (~8-18 min) instant.
-LLAMA_CMAKE_ARGS := -DGGML_OPENMP=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-                    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+# ~/.cache/agentic-repro/llama-server/<sdist sha256 + flags>/ with its shared libraries (~5-10 min on 2 idle
+# cores, ~11-13 min loaded; instant afterwards). llama-cpp-python's bindings (server.impl=python) are installed
+# without a compile of their own (LLAMA_BUILD=OFF) and load that build's libraries (`build --bind-python`): one
+# compile of llama.cpp, not two (the wheel's own build took another ~8-18 min on a fresh machine).
 
 .PHONY: help venv install install-server install-python-server install-local install-local-1.5b install-smollm install-embed install-train install-agents install-vllm data test test-fast test-slow test-vllm sandbox-tools browser-tools \
         reproduce-table1 bench clean-results
@@ -54,9 +53,10 @@ $(STAMP)/local: pyproject.toml setup.py | $(PY)
 	@$(call STEP,local,4/6,"installing the embedded model (Qwen2.5-Coder-0.5B GGUF$(,) ~400 MB)") $(PIPQ) -e '.[local]'
 	@mkdir -p $(STAMP) && touch $@
 
+# --no-cache-dir: pip's wheel cache must not keep a llama-cpp-python wheel without libraries for other venvs
 $(STAMP)/python-server: pyproject.toml setup.py | $(PY)
-	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(call STEP,python-server,+,"building llama-cpp-python (one time$(,) ~8-18 min)") \
-	  nice -n 10 $(PIPQ) -e '.[python-server]'
+	@CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" $(call STEP,python-server,+,"installing llama-cpp-python's bindings on the llama-server build's libraries") \
+	  $(PIPQ) --no-cache-dir -e '.[python-server]'
 	@mkdir -p $(STAMP) && touch $@
 
 $(STAMP)/embed: pyproject.toml setup.py | $(PY)
@@ -88,7 +88,9 @@ install-server: install
 	@$(PY) -m agentic_repro.harness.embedded.build --print >/dev/null 2>&1 || \
 	  $(call STEP,server,3/6,"building llama-server (one time$(,) ~5 min on 2 idle cores$(,) 13-35 min loaded)") \
 	  nice -n 10 $(PY) -m agentic_repro.harness.embedded.build --progress
-install-python-server: install $(STAMP)/python-server
+# the libraries are copied again only where they differ from the build's (a new build key, an older wheel's own)
+install-python-server: install install-server $(STAMP)/python-server
+	@$(PY) -m agentic_repro.harness.embedded.build --bind-python >/dev/null
 install-local: install install-server $(STAMP)/local
 install-embed: install $(STAMP)/embed
 install-train: install $(STAMP)/train install-python-server   # tests/test_training_*.py load LoRAs with llama_cpp.Llama

@@ -9,8 +9,13 @@ with the same portable flags as the wheel (no OpenMP, no -march=native: AMX faul
     python -m agentic_repro.harness.embedded.build --print    # print the cached path or exit 1 (no build)
 
 The binary lives at ``~/.cache/agentic-repro/llama-server/<key>/llama-server`` (``key`` = sha256 of
-the sdist sha256 and the flags) with a ``build.json`` beside it; a later install finds it and is
-instant. The build runs under an inter-process lock and appears atomically (rename).
+the sdist sha256 and the flags) with llama.cpp's shared libraries and a ``build.json`` beside it; a later install
+finds it and is instant. The build runs under an inter-process lock and the binary appears last (rename).
+
+The same build serves llama-cpp-python's bindings (``server.impl=python``; training's tests load LoRAs with
+``llama_cpp.Llama``): ``make install-python-server`` installs the bindings without their own compile of llama.cpp
+(``LLAMA_BUILD=OFF``, ~10 min on 2 cores saved) and ``--bind-python`` copies these libraries into their
+``llama_cpp/lib``, where they load them from. One compile of one source for both.
 """
 from __future__ import annotations
 
@@ -35,12 +40,12 @@ SDIST_VERSION = "0.3.36"
 SDIST_SHA256 = "832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
 SDIST_FILE = f"llama_cpp_python-{SDIST_VERSION}.tar.gz"
 
-#: Same portable CPU flags as the Makefile's LLAMA_CMAKE_ARGS for the wheel, plus what the server
-#: build needs offline: no curl, no web UI download (LLAMA_USE_PREBUILT_UI fetches it at configure
-#: time). Static libraries so the binary needs only libssl, libstdc++ and libc.
+#: Portable CPU flags (no OpenMP, no -march=native), what the server build needs offline (no curl, no web UI
+#: download: LLAMA_USE_PREBUILT_UI fetches it at configure time), and shared libraries found beside the binary
+#: ($ORIGIN), so that llama-cpp-python's bindings load the very libraries the server runs on (``bind_python``).
 CMAKE_FLAGS: tuple[str, ...] = (
     "-DCMAKE_BUILD_TYPE=Release",
-    "-DBUILD_SHARED_LIBS=OFF",
+    "-DBUILD_SHARED_LIBS=ON", "-DCMAKE_INSTALL_RPATH=$ORIGIN", "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
     "-DGGML_OPENMP=OFF", "-DGGML_NATIVE=OFF",
     "-DGGML_AVX=ON", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON",
     "-DLLAMA_CURL=OFF", "-DLLAMA_USE_PREBUILT_UI=OFF", "-DLLAMA_BUILD_UI=OFF",
@@ -156,11 +161,13 @@ def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr, pr
             built = bdir / "bin" / "llama-server"
             if not built.is_file():
                 raise BuildError(f"build finished without {built}")
+            libs, links = place_libraries(bdir / "bin", out.parent)
             staged = out.parent / ".llama-server.partial"
             shutil.copy2(built, staged)
             info = {
                 "sdist": SDIST_FILE, "sdist_sha256": SDIST_SHA256, "flags": list(CMAKE_FLAGS),
-                "binary_sha256": sha256_file(staged), "build_seconds": round(time.monotonic() - t0, 1),
+                "binary_sha256": sha256_file(staged), "libraries_sha256": libs, "library_links": links,
+                "build_seconds": round(time.monotonic() - t0, 1),
                 "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             }
             (out.parent / "build.json").write_text(json.dumps(info, indent=1) + "\n")
@@ -169,13 +176,87 @@ def build(jobs: int | None = None, sdist: Path | None = None, log=sys.stderr, pr
     return out
 
 
+def _place(src: Path, folder: Path, link: str | None) -> None:
+    """``src`` into ``folder`` under its name, atomically: a symlink to ``link``, else a copy of the file."""
+    tmp = folder / f".{src.name}.partial"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()
+    if link is not None:
+        os.symlink(link, tmp)
+    else:
+        shutil.copy2(src, tmp)
+    os.replace(tmp, folder / src.name)
+
+
+def place_libraries(bin_dir: Path, dest: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """Copy a build's shared libraries (llama, ggml*, mtmd, ...) into ``dest``, links as links; returns
+    ({file: sha256}, {link: target}) for ``build.json``."""
+    libs, links = {}, {}
+    for lib in sorted(bin_dir.glob("lib*.so*")):
+        if lib.is_symlink():
+            links[lib.name] = os.readlink(lib)
+            _place(lib, dest, links[lib.name])
+        else:
+            _place(lib, dest, None)
+            libs[lib.name] = sha256_file(dest / lib.name)
+    if "libllama.so" not in libs and "libllama.so" not in links:
+        raise BuildError(f"build finished without libllama.so in {bin_dir}")
+    return libs, links
+
+
+def bind_python() -> Path:
+    """Copy the cached build's shared libraries into the installed ``llama_cpp`` package's ``lib/``, where its
+    bindings load them (``llama_cpp/llama_cpp.py``, ``_ggml.py``); returns that folder. The package must be the
+    pinned llama-cpp-python installed without its own build (``make install-python-server``)."""
+    import importlib.metadata
+    import importlib.util
+
+    binary = binary_path()
+    if not binary.is_file():
+        raise BuildError(MISSING_HINT)
+    try:
+        version = importlib.metadata.version(SDIST_NAME)
+    except importlib.metadata.PackageNotFoundError:
+        raise BuildError(f"{SDIST_NAME} is not installed: run `make install-python-server`") from None
+    if version != SDIST_VERSION:
+        raise BuildError(f"{SDIST_NAME} {version} is installed, the build is from {SDIST_VERSION}: the bindings "
+                         "and the libraries must come from one source")
+    spec = importlib.util.find_spec("llama_cpp")  # found, not imported (importing loads the libraries)
+    if spec is None or not spec.submodule_search_locations:
+        raise BuildError(f"{SDIST_NAME} {version} has no llama_cpp package")
+    info = build_info(binary)
+    libs, links = info.get("libraries_sha256") or {}, info.get("library_links") or {}
+    if "libllama.so" not in libs and "libllama.so" not in links:
+        raise BuildError(f"{binary.parent}/build.json names no shared libraries: a build from before they were kept; "
+                         "remove that folder and run `make install-server`")
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    lib.mkdir(exist_ok=True)
+    for name, sha in libs.items():
+        if not (lib / name).is_symlink() and (lib / name).is_file() and sha256_file(lib / name) == sha:
+            continue
+        _place(binary.parent / name, lib, None)
+    for name, target in links.items():
+        if not ((lib / name).is_symlink() and os.readlink(lib / name) == target):
+            _place(binary.parent / name, lib, target)
+    return lib
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--print", action="store_true", help="print the cached binary's path; exit 1 if absent")
     ap.add_argument("--jobs", type=int, default=None)
     ap.add_argument("--sdist", type=Path, default=None, help="a local copy of the pinned sdist")
     ap.add_argument("--progress", action="store_true", help="show cmake's and the compiler's [n/N] output")
+    ap.add_argument("--bind-python", action="store_true",
+                    help="copy the build's shared libraries into the installed llama_cpp package (no compile)")
     a = ap.parse_args(argv)
+    if a.bind_python:
+        try:
+            print(bind_python())
+        except BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        return 0
     if a.print:
         p = find_binary()
         if p is None:
