@@ -45,6 +45,16 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("slow") is not None and item.get_closest_marker("timeout") is None:
             item.add_marker(pytest.mark.timeout(SLOW_TIMEOUT_S))
+    # longest first, so that no long test is a tail under xdist: an xdist group (tests/test_vllm_e2e.py's one vLLM
+    # server, ~15 min on one worker while the other takes the rest), then the slow tests, then the rest (stable)
+    items.sort(key=schedule_rank)
+
+
+def schedule_rank(item) -> int:
+    """0: an xdist group; 1: slow (the real model); 2: the rest. pytest runs (and xdist hands out) the lowest first."""
+    if item.get_closest_marker("xdist_group") is not None:
+        return 0
+    return 1 if item.get_closest_marker("slow") is not None else 2
 
 
 @pytest.fixture

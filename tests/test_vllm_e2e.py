@@ -11,8 +11,10 @@ errors, never answers.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -65,16 +67,18 @@ def train_adapters(root: Path) -> dict[str, Path]:
                 "val_fraction=0", "max_length=128", f"name={name}", "export_gguf=false"]
         key = hashlib.sha256(json.dumps([word, opts, weights.sha256]).encode()).hexdigest()
         d = root / f"vllm-lora-{name}-{key[:16]}"
-        if not (d / "out" / "adapter" / "adapter_config.json").is_file():
-            import shutil
-
-            shutil.rmtree(d, ignore_errors=True)
-            data = _dataset(d, word)
-            # a process of its own: torch keeps the ~5 GB a training took for the life of its process, and this one
-            # (a test worker) then runs beside a vLLM server and the other worker (seen: a worker OOM-killed)
-            done = subprocess.run([sys.executable, "-m", "agentic_repro.training.train", "kind=sft",
-                                   f"data={data.path}", f"out={d / 'out'}", *opts], capture_output=True, text=True)
-            assert done.returncode == 0, done.stderr[-3000:]
+        root.mkdir(parents=True, exist_ok=True)
+        # one trainer per adapter across processes (seen: two xdist workers training into one folder)
+        with open(root / f".{d.name}.lock", "a+b") as lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            if not (d / "out" / "adapter" / "adapter_config.json").is_file():
+                shutil.rmtree(d, ignore_errors=True)
+                data = _dataset(d, word)
+                # a process of its own: torch keeps the ~5 GB a training took for the life of its process, and this
+                # one (a test worker) then runs beside a vLLM server and the other worker (seen: a worker OOM-killed)
+                done = subprocess.run([sys.executable, "-m", "agentic_repro.training.train", "kind=sft",
+                                       f"data={data.path}", f"out={d / 'out'}", *opts], capture_output=True, text=True)
+                assert done.returncode == 0, done.stderr[-3000:]
         out[name] = d / "out" / "adapter"
     return out
 
