@@ -158,8 +158,8 @@ test-fast: install-local install-embed install-train install-agents data
 test-slow: install-local install-embed install-train install-agents install-sweeps install-vllm data browser-tools
 	$(PY) -m pytest -q -m slow $(XDIST) $(PYTEST_ARGS)
 
-# vLLM for real: its own venv, the converted model, one server shared by the file's tests (one process); 2026-12-06:
-# all 5 passed in 887 s (adapters trained in the run; venv and converted model cached)
+# vLLM's tests alone: its own venv, the converted model, one server shared by the file's tests (one process);
+# 2026-12-06: all 5 passed in 887 s (adapters trained in the run; venv and converted model cached)
 test-vllm: install-local install-train install-vllm data
 	$(PY) -m pytest -q -n 0 $(VLLM_E2E) $(PYTEST_ARGS)
 
