@@ -11,7 +11,6 @@ errors, never answers.
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -57,6 +56,7 @@ def train_adapters(root: Path) -> dict[str, Path]:
     weights' sha256) like training.fixtures."""
     import hashlib
 
+    from agentic_repro.harness.embedded.gguf import _locked
     from agentic_repro.harness.vllm.model import converted_model
 
     weights = converted_model("local")
@@ -67,10 +67,8 @@ def train_adapters(root: Path) -> dict[str, Path]:
                 "val_fraction=0", "max_length=128", f"name={name}", "export_gguf=false"]
         key = hashlib.sha256(json.dumps([word, opts, weights.sha256]).encode()).hexdigest()
         d = root / f"vllm-lora-{name}-{key[:16]}"
-        root.mkdir(parents=True, exist_ok=True)
         # one trainer per adapter across processes (seen: two xdist workers training into one folder)
-        with open(root / f".{d.name}.lock", "a+b") as lock:
-            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+        with _locked(root / f".{d.name}.lock"):
             if not (d / "out" / "adapter" / "adapter_config.json").is_file():
                 shutil.rmtree(d, ignore_errors=True)
                 data = _dataset(d, word)

@@ -250,13 +250,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bind-python", action="store_true",
                     help="copy the build's shared libraries into the installed llama_cpp package (no compile)")
     a = ap.parse_args(argv)
-    if a.bind_python:
-        try:
-            print(bind_python())
-        except BuildError as e:
-            print(f"error: {e}", file=sys.stderr)
-            return 1
-        return 0
     if a.print:
         p = find_binary()
         if p is None:
@@ -265,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
         print(p)
         return 0
     try:
-        print(build(jobs=a.jobs, sdist=a.sdist, progress=a.progress))
+        print(bind_python() if a.bind_python else build(jobs=a.jobs, sdist=a.sdist, progress=a.progress))
     except BuildError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
