@@ -241,3 +241,16 @@ def test_docs_vllm_bench_rows_name_the_benchs_parts_and_options():
         assert f'"{part}" in parts' in src, part
         for opt in re.findall(r"--[\w-]+", opts):
             assert f'ap.add_argument("{opt}"' in src, opt
+
+
+@pytest.mark.parametrize("bad", ["abc", 0, "1.5", True])
+def test_a_bad_thread_count_is_a_config_error_naming_the_key(tmp_path, bad):
+    """`backbone.server.threads=abc` was a bare TypeError from inside the server's start (seen as a new user)."""
+    import asyncio
+
+    from agentic_repro.harness.vllm.backbone import build_vllm_server_backbone
+
+    cfg = {"name": "vllm-cpu", "server": {"threads": bad}}
+    with pytest.raises(BackboneError, match="server.threads=") as err:
+        asyncio.run(build_vllm_server_backbone(cfg, run_dir=tmp_path, seed=0, servers=None, common={}))
+    assert err.value.kind == "config"

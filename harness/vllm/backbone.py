@@ -58,6 +58,21 @@ def server_key(cfg: dict[str, Any], model_dir: str) -> Any:
                          extra_args=tuple(str(x) for x in s.get("extra_args") or ()))
 
 
+def _threads(cfg: dict[str, Any]) -> int | None:
+    """``server.threads``: the cores vLLM binds, a whole number >= 1, or null for vLLM's own choice."""
+    t = (cfg.get("server") or {}).get("threads")
+    if t is None:
+        return None
+    try:
+        n = int(t)
+        if n >= 1 and str(n) == str(t).strip():
+            return n
+    except (TypeError, ValueError):
+        pass
+    raise BackboneError(f"backbone '{cfg['name']}': server.threads={t!r}: give a number of cores (at least 1), or "
+                        "null for vLLM's own choice", kind="config", attempts=0)
+
+
 async def build_vllm_server_backbone(cfg: dict[str, Any], *, run_dir: Path, seed: int, servers: Any,
                                      common: dict[str, Any]) -> OpenAICompatibleBackbone:
     import os
@@ -66,6 +81,7 @@ async def build_vllm_server_backbone(cfg: dict[str, Any], *, run_dir: Path, seed
     from agentic_repro.harness.vllm.server import (EXPLICIT_SAMPLING, URL_ENV, generation_config, start_or_attach)
 
     name = cfg["name"]
+    threads = _threads(cfg)
     if servers is None:
         raise BackboneError(f"backbone '{name}': a managed vLLM server needs a server pool", kind="config",
                             attempts=0)
@@ -78,7 +94,7 @@ async def build_vllm_server_backbone(cfg: dict[str, Any], *, run_dir: Path, seed
     def start() -> Any:
         return start_or_attach(key, python=python, log_path=run_dir / "vllm-server.log", url=url,
                                startup_timeout=float(s.get("startup_timeout_s", 600)),
-                               threads=s.get("threads"))
+                               threads=threads)
 
     srv = await asyncio.to_thread(servers.get_or_start_other, ("vllm", key, url), start)
     served_base = model_id.get("gguf_sha256") or model_id["sha256"]
